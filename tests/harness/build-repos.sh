@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Build local package repositories for packages that cannot be downloaded on the CI machine
+# (NVIDIA Container Toolkit, CUDA-repo driver packages), signed with a throwaway test GPG key, so that
+# roles run the same signed-repo code path as in production (signed-by= / gpgcheck=1 + repo_gpgcheck=1).
+#
+# Output ($GPUFLEET_CACHE/repos, mounted read-only into test hosts at /srv/gpufleet-repo):
+#   gpufleet-test.gpg          binary public key (apt signed-by)
+#   RPM-GPG-KEY-gpufleet-test  armored public key (dnf gpgkey=)
+#   deb/                       flat apt repository (InRelease, Release.gpg), like NVIDIA's toolkit repo
+#   rpm/                       dnf repository with signed packages and signed repomd.xml
+# The stand-in packages ship small scripts, not NVIDIA software; they exist to test the install paths.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${GPUFLEET_CACHE:-/var/cache/gpufleet}
+out="$cache/repos"
+stamp="$out/.recipe"
+want=$(cat "$here/build-repos.sh" "$here"/repo-packages/* 2>/dev/null | sha256sum | cut -c1-16)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ "${1:-}" != "--force" ]; then
+  echo "[repos] $out is current ($want)" >&2
+  exit 0
+fi
+t0=$SECONDS
+if [ -d "$out/gnupg" ]; then GNUPGHOME="$out/gnupg" gpgconf --kill all 2>/dev/null || true; fi
+rm -rf "$out"
+mkdir -p "$out/deb" "$out/rpm" "$out/gnupg" "$out/build"
+chmod 700 "$out/gnupg"
+export GNUPGHOME="$out/gnupg"
+
+gpg --batch --quiet --passphrase '' --quick-generate-key \
+  'gpufleet test repository (throwaway, tests only) <test-repo@gpufleet.invalid>' rsa3072 sign never
+keyid=$(gpg --batch --quiet --list-keys --with-colons | awk -F: '$1=="fpr"{print $10; exit}')
+gpg --batch --export "$keyid" >"$out/gpufleet-test.gpg"
+gpg --batch --armor --export "$keyid" >"$out/RPM-GPG-KEY-gpufleet-test"
+
+# name|version|depends (deb syntax)|files: "path=script-name" pairs from repo-packages/
+packages=(
+  "libnvidia-container1|1.17.8||"
+  "libnvidia-container-tools|1.17.8|libnvidia-container1 (>= 1.17.8)|/usr/bin/nvidia-container-cli=nvidia-container-cli"
+  "nvidia-container-toolkit-base|1.17.8||/usr/bin/nvidia-ctk=nvidia-ctk /usr/bin/nvidia-container-runtime=nvidia-container-runtime"
+  "nvidia-container-toolkit|1.17.8|nvidia-container-toolkit-base (= 1.17.8-1), libnvidia-container-tools (>= 1.17.8)|/usr/bin/nvidia-container-runtime-hook=nvidia-container-runtime-hook"
+  "libnvidia-container1|1.17.5||"
+  "libnvidia-container-tools|1.17.5|libnvidia-container1 (>= 1.17.5)|/usr/bin/nvidia-container-cli=nvidia-container-cli"
+  "nvidia-container-toolkit-base|1.17.5||/usr/bin/nvidia-ctk=nvidia-ctk /usr/bin/nvidia-container-runtime=nvidia-container-runtime"
+  "nvidia-container-toolkit|1.17.5|nvidia-container-toolkit-base (= 1.17.5-1), libnvidia-container-tools (>= 1.17.5)|/usr/bin/nvidia-container-runtime-hook=nvidia-container-runtime-hook"
+)
+
+build_deb() {  # name version depends files
+  local name=$1 version=$2 depends=$3 files=$4 root="$out/build/deb-$1-$2"
+  mkdir -p "$root/DEBIAN"
+  {
+    echo "Package: $name"
+    echo "Version: $version-1"
+    echo "Architecture: amd64"
+    echo "Maintainer: gpufleet tests <test-repo@gpufleet.invalid>"
+    [ -n "$depends" ] && echo "Depends: $depends"
+    echo "Description: gpufleet test stand-in for $name"
+  } >"$root/DEBIAN/control"
+  install_files "$root" "$files"
+  dpkg-deb --root-owner-group -Zgzip --build "$root" "$out/deb/${name}_${version}-1_amd64.deb" >/dev/null
+}
+
+rpm_requires() {  # deb depends -> rpm Requires lines
+  local IFS=','; for d in $1; do
+    d=$(echo "$d" | sed -e 's/^ *//' -e 's/ *$//' -e 's/[()]//g' -e 's/ = / = /')
+    [ -n "$d" ] && echo "Requires: $d"
+  done
+}
+
+build_rpm() {  # name version depends files
+  local name=$1 version=$2 depends=$3 files=$4 top="$out/build/rpm-$1-$2" f
+  mkdir -p "$top/SPECS" "$top/root"
+  install_files "$top/root" "$files"
+  {
+    echo "Name: $name"; echo "Version: $version"; echo "Release: 1"
+    echo "Summary: gpufleet test stand-in for $name"; echo "License: Apache-2.0"; echo "BuildArch: x86_64"
+    echo "AutoReqProv: no"
+    rpm_requires "$depends"
+    echo "%description"; echo "Test stand-in, installs small scripts only."
+    echo "%install"; echo "cp -a $top/root/. %{buildroot}/"
+    echo "%files"
+    for f in $files; do echo "${f%%=*}"; done
+  } >"$top/SPECS/$name.spec"
+  rpmbuild --quiet --define "_topdir $top" --define '_build_id_links none' -bb "$top/SPECS/$name.spec" >/dev/null 2>&1 \
+    || rpmbuild --define "_topdir $top" -bb "$top/SPECS/$name.spec"
+  cp "$top"/RPMS/*/*.rpm "$out/rpm/"
+}
+
+install_files() {  # root "path=script ..."
+  local root=$1 pair
+  for pair in $2; do
+    install -D -m 0755 "$here/repo-packages/${pair#*=}" "$root${pair%%=*}"
+  done
+}
+
+for p in "${packages[@]}"; do
+  IFS='|' read -r name version depends files <<<"$p"
+  build_deb "$name" "$version" "$depends" "$files"
+  build_rpm "$name" "$version" "$depends" "$files"
+done
+
+# apt: flat repository, signed Release (InRelease + detached Release.gpg).
+(
+  cd "$out/deb"
+  apt-ftparchive packages . >Packages
+  gzip -9nk Packages
+  apt-ftparchive -o APT::FTPArchive::Release::Origin=gpufleet-test release . >Release
+  gpg --batch --yes --local-user "$keyid" --clearsign -o InRelease Release
+  gpg --batch --yes --local-user "$keyid" -abs -o Release.gpg Release
+)
+
+# dnf: signed packages and signed metadata.
+rpmsign --define "_gpg_name $keyid" --define "_gpg_path $GNUPGHOME" --define "__gpg $(command -v gpg)" --addsign "$out"/rpm/*.rpm >/dev/null
+createrepo_c --quiet "$out/rpm"
+gpg --batch --yes --local-user "$keyid" --detach-sign --armor "$out/rpm/repodata/repomd.xml"
+
+rm -rf "$out/build"
+gpgconf --kill all  # leave no gpg-agent running
+# Test hosts read the repo as another user through a volume: make it world-readable.
+chmod -R a+rX "$out"; chmod 700 "$out/gnupg"
+echo "$want" >"$stamp"
+echo "[repos] built $out in $((SECONDS - t0)) s (key $keyid)" >&2

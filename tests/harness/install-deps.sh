@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Install the Debian packages that the tests need and the machine lacks (runs as root; no-op when all present).
+# podman+runc: test hosts (crun cannot run on hybrid cgroups v1); debootstrap: their images;
+# dnf/rpm/createrepo-c: the EL9-like host and the rpm repo; dpkg-dev/apt-utils/gnupg: the signed apt repo;
+# gcc: the fake NVML library; shellcheck: ansible-test sanity; python3-venv: the toolchain virtualenv.
+set -euo pipefail
+packages=(podman runc debootstrap dnf rpm createrepo-c dpkg-dev apt-utils gnupg gcc make git shellcheck
+  python3-venv ca-certificates)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "missing Debian packages: ${missing[*]} (run as root, or install them first)" >&2
+  exit 2
+fi
+echo "[deps] installing: ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq "${missing[@]}" >/dev/null

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# ansible-test needs the collection at .../ansible_collections/<namespace>/<name>; a symlink is resolved away,
+# so sanity runs on a copy of the tracked (and untracked, not ignored) files.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+dest="$root/.build/sanity/ansible_collections/gpufleet/vgpu"
+rm -rf "$dest"
+mkdir -p "$dest"
+cd "$root"
+at=$(python -c 'import ansible_test, os; print(os.path.dirname(ansible_test.__file__))')
+pip_version=$(grep -oP "pip='\K[0-9.]+" "$at/_internal/python_requirements.py" | head -n1)
+get_pip="$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py"
+[ -f "$get_pip" ] || install -D -m 0644 "$root/tests/harness/get_pip_standin.py" "$get_pip"
+git ls-files -z --cached --others --exclude-standard \
+  | while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done \
+  | tar --null -T - -cf - | tar -C "$dest" -xf -
+cd "$dest"
+# The copy lives inside the repo's ignored .build/: give it its own git index, or ansible-test (which lists
+# files through git) sees every file as ignored and skips all targets.
+git init -q . && git add -A
+# --venv: ansible-test installs each sanity test's own pinned requirements into cached venvs.
+exec ansible-test sanity --venv --python "$(python -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
+  --color no --requirements "$@"
