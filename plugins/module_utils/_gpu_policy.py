@@ -1,0 +1,151 @@
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Verdict on one node's NVML inventory against the inventory's expectations. Pure functions, no Ansible."""
+
+from __future__ import annotations
+
+import re
+
+DEFAULT_EXPECT = {
+    "expected_count": None,
+    "model_pattern": "",
+    "min_driver": "",
+    "min_memory_mib": 0,
+    "fail_on_retired_pages_pending": True,
+    "fail_on_remapped_rows": True,
+    "fail_on_uncorrected_ecc": True,
+    "warn_on_pcie_degraded": True,
+    "warn_on_persistence_off": True,
+}
+
+
+def version_tuple(text):
+    """'570.133.20' -> (570, 133, 20); raises ValueError for anything that is not dotted numbers."""
+    if not isinstance(text, str) or not re.match(r"^\d+(\.\d+)*$", text.strip()):
+        raise ValueError("not a dotted numeric version: %r" % (text,))
+    return tuple(int(part) for part in text.strip().split("."))
+
+
+def validate_expect(expect):
+    """Return a list of messages for bad expectations (empty when valid)."""
+    errors = []
+    unknown = sorted(set(expect) - set(DEFAULT_EXPECT))
+    if unknown:
+        errors.append("unknown expectation(s) %s; allowed: %s" % (", ".join(unknown), ", ".join(sorted(DEFAULT_EXPECT))))
+    count = expect.get("expected_count")
+    if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 0):
+        errors.append("expected_count must be an integer >= 0 or null, got %r" % (count,))
+    if expect.get("model_pattern"):
+        try:
+            re.compile(expect["model_pattern"])
+        except re.error as exc:
+            errors.append("model_pattern is not a valid regular expression (%s): %r" % (exc, expect["model_pattern"]))
+    if expect.get("min_driver"):
+        try:
+            version_tuple(expect["min_driver"])
+        except ValueError:
+            errors.append("min_driver must look like '550' or '550.54.15', got %r" % (expect["min_driver"],))
+    mem = expect.get("min_memory_mib", 0)
+    if not isinstance(mem, int) or isinstance(mem, bool) or mem < 0:
+        errors.append("min_memory_mib must be an integer >= 0, got %r" % (mem,))
+    return errors
+
+
+def _gpu_label(gpu):
+    bus = gpu.get("pci_bus_id")
+    return "GPU %s%s" % (gpu["index"], " (%s)" % bus if bus else "")
+
+
+def _gpu_findings(gpu, expect):
+    """(failures, warnings) for one GPU record."""
+    failures, warnings = [], []
+    label = _gpu_label(gpu)
+    diag = gpu.get("diagnosis")
+    if diag:
+        failures.append("%s: %s — %s; next: %s" % (label, diag["error"], diag["cause"], diag["next_step"]))
+        return failures, warnings
+    name = gpu.get("name") or ""
+    if expect["model_pattern"] and not re.search(expect["model_pattern"], name):
+        failures.append("%s: model '%s' does not match '%s'" % (label, name, expect["model_pattern"]))
+    total = gpu.get("memory_total_mib")
+    if expect["min_memory_mib"] and (total is None or total < expect["min_memory_mib"]):
+        failures.append("%s: %s MiB of memory, expected at least %d MiB" % (label, total, expect["min_memory_mib"]))
+    if expect["fail_on_retired_pages_pending"] and gpu.get("retired_pages_pending"):
+        failures.append("%s: retired pages are pending — reset the GPU or reboot the node" % label)
+    if expect["fail_on_remapped_rows"] and gpu.get("remapped_rows_failure"):
+        failures.append("%s: row remapping failed — the GPU needs an RMA" % label)
+    elif expect["fail_on_remapped_rows"] and gpu.get("remapped_rows_pending"):
+        failures.append("%s: a row remapping is pending — reset the GPU or reboot the node" % label)
+    if expect["fail_on_uncorrected_ecc"] and (gpu.get("ecc_uncorrected_volatile") or 0) > 0:
+        failures.append("%s: %d uncorrectable ECC errors since the last driver load"
+                        % (label, gpu["ecc_uncorrected_volatile"]))
+    if expect["warn_on_pcie_degraded"]:
+        cur, mx = gpu.get("pcie_link_width_current"), gpu.get("pcie_link_width_max")
+        # Width, not generation: idle GPUs legitimately lower the link generation to save power.
+        if cur is not None and mx is not None and cur < mx:
+            warnings.append("%s: PCIe link x%d of x%d (check riser and seating)" % (label, cur, mx))
+    if expect["warn_on_persistence_off"] and gpu.get("persistence_mode") is False:
+        warnings.append("%s: persistence mode is off (enable nvidia-persistenced)" % label)
+    if gpu.get("mig_mode_current") is not None and gpu.get("mig_mode_pending") != gpu.get("mig_mode_current"):
+        warnings.append("%s: MIG mode change pending — reset the GPU to apply it" % label)
+    return failures, warnings
+
+
+def evaluate(node, inventory, expect=None):
+    """Verdict for ``node`` from an ``nvml_info`` result and expectations (missing keys take DEFAULT_EXPECT).
+
+    Returns ``{"node", "ok", "failures", "warnings", "line"}``; ``line`` is one readable line for the play output.
+    """
+    exp = dict(DEFAULT_EXPECT)
+    exp.update({k: v for k, v in (expect or {}).items() if v is not None or k == "expected_count"})
+    bad = validate_expect(exp)
+    if bad:
+        raise ValueError("; ".join(bad))
+    failures, warnings = [], []
+    diag = inventory.get("diagnosis")
+    if not inventory.get("ok"):
+        if diag:
+            failures.append("NVML unavailable: %s — %s; next: %s" % (diag["error"], diag["cause"], diag["next_step"]))
+        else:
+            failures.append("NVML unavailable for an unknown reason")
+    else:
+        count = inventory.get("gpu_count", 0)
+        wanted = exp["expected_count"]
+        if wanted is not None and count != wanted:
+            missing = " — a card is missing from the bus or not seated" if count < wanted else ""
+            failures.append("%s GPU(s) visible, inventory expects %s%s" % (count, wanted, missing))
+        driver = inventory.get("driver_version")
+        if exp["min_driver"] and driver and version_tuple(driver) < version_tuple(exp["min_driver"]):
+            failures.append("driver %s is older than the required %s" % (driver, exp["min_driver"]))
+        for gpu in inventory.get("gpus", []):
+            gpu_failures, gpu_warnings = _gpu_findings(gpu, exp)
+            failures.extend(gpu_failures)
+            warnings.extend(gpu_warnings)
+    if failures:
+        line = "%s: FAILED: %s" % (node, failures[0])
+        if len(failures) > 1:
+            line += " (+%d more)" % (len(failures) - 1)
+    else:
+        models = sorted({g.get("name") or "?" for g in inventory.get("gpus", [])})
+        line = "%s: OK: %d GPU(s) %s, driver %s" % (
+            node, inventory.get("gpu_count", 0), ", ".join(models), inventory.get("driver_version"))
+        if warnings:
+            line += "; %d warning(s): %s" % (len(warnings), "; ".join(warnings))
+    return {"node": node, "ok": not failures, "failures": failures, "warnings": warnings, "line": line}
+
+
+def fleet_summary(verdicts):
+    """Summary of several nodes' verdicts: counts and one line per problem, node-qualified."""
+    verdicts = [v for v in verdicts if v]
+    failed = [v for v in verdicts if not v["ok"]]
+    lines = ["fleet: %d node(s) OK, %d failed" % (len(verdicts) - len(failed), len(failed))]
+    for v in failed:
+        lines.extend("  %s: %s" % (v["node"], f) for f in v["failures"])
+    for v in verdicts:
+        lines.extend("  %s: warning: %s" % (v["node"], w) for w in v["warnings"])
+    return {
+        "nodes_ok": sorted(v["node"] for v in verdicts if v["ok"]),
+        "nodes_failed": sorted(v["node"] for v in failed),
+        "lines": lines,
+    }

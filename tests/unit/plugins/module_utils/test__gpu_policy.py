@@ -1,0 +1,123 @@
+"""Table tests for the GPU verdict logic (no Ansible, no NVML)."""
+
+import pytest
+
+from ansible_collections.gpufleet.vgpu.plugins.module_utils._gpu_policy import (
+    evaluate,
+    fleet_summary,
+    validate_expect,
+    version_tuple,
+)
+from ansible_collections.gpufleet.vgpu.plugins.module_utils._nvml import diagnose
+
+
+def gpu(index=0, **kw):
+    base = {
+        "index": index, "name": "NVIDIA GeForce RTX 4090", "pci_bus_id": "00000000:%02X:00.0" % (index + 1),
+        "memory_total_mib": 24564, "pcie_link_width_current": 16, "pcie_link_width_max": 16,
+        "persistence_mode": True, "retired_pages_pending": None, "remapped_rows_pending": None,
+        "remapped_rows_failure": None, "ecc_uncorrected_volatile": None, "mig_mode_current": None,
+        "mig_mode_pending": None, "diagnosis": None,
+    }
+    base.update(kw)
+    return base
+
+
+def inv(*gpus, driver="570.133.20"):
+    return {"ok": True, "diagnosis": None, "driver_version": driver, "gpu_count": len(gpus), "gpus": list(gpus)}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("570", (570,)), ("570.133.20", (570, 133, 20)), (" 535.54 ", (535, 54))],
+)
+def test_version_tuple(text, expected):
+    assert version_tuple(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "latest", "570.x", None, "5..1"])
+def test_version_tuple_rejects(text):
+    with pytest.raises(ValueError):
+        version_tuple(text)
+
+
+@pytest.mark.parametrize(
+    ("expect", "fragment"),
+    [
+        ({"expected_count": -1}, "expected_count must be an integer >= 0"),
+        ({"expected_count": True}, "expected_count must be an integer >= 0"),
+        ({"model_pattern": "RTX (4090"}, "model_pattern is not a valid regular expression"),
+        ({"min_driver": "new"}, "min_driver must look like"),
+        ({"min_memory_mib": -5}, "min_memory_mib must be an integer >= 0"),
+        ({"colour": "green"}, "unknown expectation(s) colour"),
+    ],
+)
+def test_validate_expect(expect, fragment):
+    errors = validate_expect(expect)
+    assert len(errors) == 1 and fragment in errors[0], errors
+
+
+def test_validate_expect_accepts_defaults():
+    assert validate_expect({"expected_count": 5, "model_pattern": "RTX 40[79]0", "min_driver": "550.54"}) == []
+
+
+CASES = [
+    # (id, inventory, expect, ok, first failure fragment or None, warnings)
+    ("healthy", inv(gpu(0), gpu(1)), {"expected_count": 2, "model_pattern": "4090"}, True, None, 0),
+    ("count low", inv(gpu(0)), {"expected_count": 2}, False, "1 GPU(s) visible, inventory expects 2 — a card is missing", 0),
+    ("count high", inv(gpu(0), gpu(1)), {"expected_count": 1}, False, "2 GPU(s) visible, inventory expects 1", 0),
+    ("model", inv(gpu(0, name="NVIDIA GeForce RTX 4070 SUPER")), {"model_pattern": "4090"}, False,
+     "GPU 0 (00000000:01:00.0): model 'NVIDIA GeForce RTX 4070 SUPER' does not match '4090'", 0),
+    ("memory", inv(gpu(0, memory_total_mib=16376)), {"min_memory_mib": 24000}, False,
+     "16376 MiB of memory, expected at least 24000 MiB", 0),
+    ("driver old", inv(gpu(0), driver="535.216.03"), {"min_driver": "550"}, False, "driver 535.216.03 is older", 0),
+    ("driver equal", inv(gpu(0), driver="550.0"), {"min_driver": "550"}, True, None, 0),
+    ("lost", inv(gpu(0), {"index": 1, "diagnosis": diagnose(15, 1)}), {}, False, "GPU 1: GPU_IS_LOST", 0),
+    ("remap pending", inv(gpu(0, remapped_rows_pending=True)), {}, False, "a row remapping is pending", 0),
+    ("remap failure", inv(gpu(0, remapped_rows_pending=True, remapped_rows_failure=True)), {}, False,
+     "row remapping failed — the GPU needs an RMA", 0),
+    ("remap ignored", inv(gpu(0, remapped_rows_pending=True)), {"fail_on_remapped_rows": False}, True, None, 0),
+    ("pages pending", inv(gpu(0, retired_pages_pending=True)), {}, False, "retired pages are pending", 0),
+    ("ecc", inv(gpu(0, ecc_uncorrected_volatile=3)), {}, False, "3 uncorrectable ECC errors", 0),
+    ("ecc ignored", inv(gpu(0, ecc_uncorrected_volatile=3)), {"fail_on_uncorrected_ecc": False}, True, None, 0),
+    ("pcie x8", inv(gpu(0, pcie_link_width_current=8)), {}, True, None, 1),
+    ("pcie unknown", inv(gpu(0, pcie_link_width_current=None)), {}, True, None, 0),
+    ("persistence off", inv(gpu(0, persistence_mode=False)), {}, True, None, 1),
+    ("persistence off, no warning", inv(gpu(0, persistence_mode=False)), {"warn_on_persistence_off": False}, True, None, 0),
+    ("mig pending", inv(gpu(0, mig_mode_current=False, mig_mode_pending=True)), {}, True, None, 1),
+    ("driver not loaded", {"ok": False, "diagnosis": diagnose(9), "gpus": []}, {"expected_count": 5}, False,
+     "NVML unavailable: DRIVER_NOT_LOADED", 0),
+    ("no diagnosis", {"ok": False, "diagnosis": None, "gpus": []}, {}, False, "NVML unavailable for an unknown reason", 0),
+]
+
+
+@pytest.mark.parametrize(("case", "inventory", "expect", "ok", "failure", "warnings"), CASES, ids=[c[0] for c in CASES])
+def test_evaluate(case, inventory, expect, ok, failure, warnings):
+    verdict = evaluate("rig01", inventory, expect)
+    assert verdict["ok"] is ok, (case, verdict)
+    assert len(verdict["warnings"]) == warnings, verdict["warnings"]
+    if failure:
+        assert failure in verdict["failures"][0]
+        assert verdict["line"].startswith("rig01: FAILED: ")
+    else:
+        assert verdict["failures"] == [] and verdict["line"].startswith("rig01: OK: ")
+
+
+def test_evaluate_counts_further_failures_on_the_line():
+    verdict = evaluate("rig01", inv(gpu(0, remapped_rows_pending=True), gpu(1, retired_pages_pending=True)), {})
+    assert verdict["line"].endswith("(+1 more)")
+
+
+def test_evaluate_rejects_bad_expectations():
+    with pytest.raises(ValueError, match="min_driver"):
+        evaluate("rig01", inv(gpu(0)), {"min_driver": "x"})
+
+
+def test_fleet_summary():
+    good = evaluate("rig01", inv(gpu(0, pcie_link_width_current=8)), {})
+    bad = evaluate("rig02", inv(gpu(0)), {"expected_count": 5})
+    summary = fleet_summary([good, bad, None])
+    assert summary["nodes_ok"] == ["rig01"] and summary["nodes_failed"] == ["rig02"]
+    assert summary["lines"][0] == "fleet: 1 node(s) OK, 1 failed"
+    assert summary["lines"][1].startswith("  rig02: 1 GPU(s) visible, inventory expects 5")
+    assert summary["lines"][2].startswith("  rig01: warning: GPU 0")
