@@ -1,0 +1,172 @@
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Edit the runtime section of containerd's config.toml, preserving everything else (tomlkit). No Ansible here.
+
+Only the keys this module owns are touched: ``default_runtime_name``, the ``runtimes.<name>`` table and, when asked,
+``enable_cdi``. Comments, ordering and every other section stay byte for byte.
+"""
+
+from __future__ import annotations
+
+import re
+
+try:
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+except ImportError:  # the module reports it with missing_required_lib
+    tomlkit = None
+    HAS_TOMLKIT = False
+
+    class TOMLKitError(Exception):
+        """Placeholder so that except clauses stay valid without tomlkit."""
+else:
+    HAS_TOMLKIT = True
+
+# Where the CRI runtime settings live, per config format version.
+CRI_RUNTIME_PLUGIN = {
+    2: "io.containerd.grpc.v1.cri",  # containerd 1.6 / 1.7
+    3: "io.containerd.cri.v1.runtime",  # containerd 2.x
+}
+RUNC_V2_SHIM = "io.containerd.runc.v2"
+
+
+class ConfigError(ValueError):
+    """The existing configuration cannot be edited safely; the message says why and what to do."""
+
+
+def config_version_for(containerd_version):
+    """Config format version that ``containerd config default`` writes for this containerd version.
+
+    >>> config_version_for("1.7.24~ds1")
+    2
+    """
+    match = re.match(r"^v?(\d+)\.(\d+)", containerd_version or "")
+    if not match:
+        raise ConfigError("cannot read containerd's version from %r" % (containerd_version,))
+    major = int(match.group(1))
+    if major < 1 or (major == 1 and int(match.group(2)) < 6):
+        raise ConfigError("containerd %s is too old; 1.6 or newer is required" % containerd_version)
+    return 3 if major >= 2 else 2
+
+
+def parse_containerd_version(output):
+    """Version from ``containerd --version`` output, e.g. 'containerd github.com/containerd/containerd/v2 2.1.9 ...'."""
+    match = re.search(r"\s(v?\d+\.\d+\.\d+\S*)", output or "")
+    if not match:
+        raise ConfigError("cannot read containerd's version from %r" % (output,))
+    return match.group(1).lstrip("v")
+
+
+def base_replacement_reason(text):
+    """Why the existing file cannot serve as the base (then ``containerd config default`` does), or None.
+
+    A missing or empty file, a file without ``version`` (containerd reads it as the obsolete version 1, as the
+    ``containerd.io`` package ships it), and one with CRI disabled are replaced.
+    """
+    if text is None or not text.strip():
+        return "missing or empty"
+    try:
+        doc = tomlkit.parse(text)
+    except TOMLKitError as exc:
+        raise ConfigError("the existing file is not valid TOML (%s); fix or remove it" % exc) from exc
+    if "version" not in doc:
+        return "has no 'version' key (read as the obsolete version 1)"
+    disabled = [str(p) for p in doc.get("disabled_plugins", [])]
+    if "cri" in disabled or any(p.startswith("io.containerd.grpc.v1.cri") for p in disabled):
+        return "disables the CRI plugin (disabled_plugins = %s)" % disabled
+    return None
+
+
+def _table(container, key, changes, path):
+    if key not in container:
+        container.add(key, tomlkit.table())
+        changes.append("created [%s]" % path)
+    return container[key]
+
+
+def _set(table, key, value, changes, path):
+    current = table.get(key)
+    current = current.unwrap() if hasattr(current, "unwrap") else current
+    if current != value or type(current) is not type(value):
+        table[key] = value
+        changes.append("%s.%s = %r (was %r)" % (path, key, value, current))
+
+
+def apply(text, runtime_name="nvidia", binary_name="/usr/bin/nvidia-container-runtime", set_as_default=True,
+          enable_cdi=None, inherit_from="runc", runtime_options=None, runtime_settings=None):
+    """Return ``(new_text, changes, config_version, imports)`` for the wanted runtime settings.
+
+    ``changes`` is empty when the file already matches (the text is then returned unchanged).
+    """
+    try:
+        doc = tomlkit.parse(text)
+    except TOMLKitError as exc:
+        raise ConfigError("the existing file is not valid TOML (%s)" % exc) from exc
+    version = doc.get("version")
+    version = version.unwrap() if hasattr(version, "unwrap") else version
+    if version not in CRI_RUNTIME_PLUGIN:
+        raise ConfigError("config version %r is not supported (2 for containerd 1.6/1.7, 3 for 2.x)" % (version,))
+    if runtime_name == inherit_from:
+        raise ConfigError("runtime_name and inherit_from must differ (both %r)" % runtime_name)
+    reserved = sorted(set(runtime_settings or {}) & {"options", "runtime_type"})
+    if reserved:
+        raise ConfigError("runtime_settings must not set %s (use runtime_options / the shim is fixed)" % reserved)
+    changes = []
+    plugin_name = CRI_RUNTIME_PLUGIN[version]
+    plugins = _table(doc, "plugins", changes, "plugins")
+    cri = _table(plugins, plugin_name, changes, "plugins.%s" % plugin_name)
+    cri_path = 'plugins."%s"' % plugin_name
+    ctr = _table(cri, "containerd", changes, cri_path + ".containerd")
+    runtimes = _table(ctr, "runtimes", changes, cri_path + ".containerd.runtimes")
+
+    base = runtimes.get(inherit_from)
+    base_options = base.get("options", {}) if base is not None else {}
+    rt_path = "%s.containerd.runtimes.%s" % (cri_path, runtime_name)
+    if runtime_name not in runtimes:
+        # A new runtime starts as a copy of the base runtime's settings (runc: SystemdCgroup, ...).
+        new = tomlkit.table()
+        for key, value in (base or {}).items():
+            if key != "options" and not isinstance(value, dict):
+                new[key] = value.unwrap() if hasattr(value, "unwrap") else value
+        new["runtime_type"] = RUNC_V2_SHIM
+        options = tomlkit.table()
+        for key, value in base_options.items():
+            options[key] = value.unwrap() if hasattr(value, "unwrap") else value
+        options["BinaryName"] = binary_name
+        for key, value in (runtime_options or {}).items():
+            options[key] = value
+        for key, value in (runtime_settings or {}).items():
+            new[key] = value
+        new["options"] = options
+        runtimes.add(runtime_name, new)
+        changes.append("added runtime [%s] (%s, BinaryName %s)" % (rt_path, RUNC_V2_SHIM, binary_name))
+    else:
+        rt = runtimes[runtime_name]
+        _set(rt, "runtime_type", RUNC_V2_SHIM, changes, rt_path)
+        for key, value in (runtime_settings or {}).items():
+            _set(rt, key, value, changes, rt_path)
+        options = _table(rt, "options", changes, rt_path + ".options")
+        _set(options, "BinaryName", binary_name, changes, rt_path + ".options")
+        # Keep inheriting the base runtime's options: a later SystemdCgroup switch on runc must follow. Zero values
+        # ('', 0, false) that the runtime does not carry are containerd's defaults anyway and are not added.
+        for key, value in base_options.items():
+            value = value.unwrap() if hasattr(value, "unwrap") else value
+            if key == "BinaryName" or key in (runtime_options or {}) or (key not in options and not value):
+                continue
+            _set(options, key, value, changes, rt_path + ".options")
+        for key, value in (runtime_options or {}).items():
+            _set(options, key, value, changes, rt_path + ".options")
+
+    default_path = cri_path + ".containerd"
+    if set_as_default:
+        _set(ctr, "default_runtime_name", runtime_name, changes, default_path)
+    elif ctr.get("default_runtime_name") == runtime_name:
+        # Switching to RuntimeClass mode: give the default back to the base runtime.
+        _set(ctr, "default_runtime_name", inherit_from, changes, default_path)
+    if enable_cdi is not None:
+        _set(cri, "enable_cdi", bool(enable_cdi), changes, cri_path)
+
+    imports = [str(i) for i in doc.get("imports", [])]
+    new_text = tomlkit.dumps(doc) if changes else text
+    return new_text, changes, version, imports
