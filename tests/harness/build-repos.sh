@@ -67,14 +67,16 @@ rpm_requires() {  # deb depends -> rpm Requires lines
   done
 }
 
-build_rpm() {  # name version depends files
-  local name=$1 version=$2 depends=$3 files=$4 top="$out/build/rpm-$1-$2" f
-  mkdir -p "$top/SPECS" "$top/root"
+build_rpm() {  # name version depends files [repo dir] [release] [extra spec lines]
+  local name=$1 version=$2 depends=$3 files=$4 dest=${5:-rpm} release=${6:-1} extra=${7:-}
+  local top="$out/build/rpm-$1-$2-$dest" f
+  mkdir -p "$top/SPECS" "$top/root" "$out/$dest"
   install_files "$top/root" "$files"
   {
-    echo "Name: $name"; echo "Version: $version"; echo "Release: 1"
+    echo "Name: $name"; echo "Version: $version"; echo "Release: $release"
     echo "Summary: gpufleet test stand-in for $name"; echo "License: Apache-2.0"; echo "BuildArch: x86_64"
     echo "AutoReqProv: no"
+    [ -n "$extra" ] && printf '%b\n' "$extra"
     rpm_requires "$depends"
     echo "%description"; echo "Test stand-in, installs small scripts only."
     echo "%install"; echo "cp -a $top/root/. %{buildroot}/"
@@ -83,13 +85,14 @@ build_rpm() {  # name version depends files
   } >"$top/SPECS/$name.spec"
   rpmbuild --quiet --define "_topdir $top" --define '_build_id_links none' -bb "$top/SPECS/$name.spec" >/dev/null 2>&1 \
     || rpmbuild --define "_topdir $top" -bb "$top/SPECS/$name.spec"
-  cp "$top"/RPMS/*/*.rpm "$out/rpm/"
+  cp "$top"/RPMS/*/*.rpm "$out/$dest/"
 }
 
-install_files() {  # root "path=script ..."
-  local root=$1 pair
+install_files() {  # root "path=script ..."  (a path under /usr/lib/systemd or /etc is installed 0644)
+  local root=$1 pair mode
   for pair in $2; do
-    install -D -m 0755 "$here/repo-packages/${pair#*=}" "$root${pair%%=*}"
+    case "${pair%%=*}" in /usr/lib/systemd/*|/etc/*) mode=0644 ;; *) mode=0755 ;; esac
+    install -D -m "$mode" "$here/repo-packages/${pair#*=}" "$root${pair%%=*}"
   done
 }
 
@@ -98,6 +101,28 @@ for p in "${packages[@]}"; do
   build_deb "$name" "$version" "$depends" "$files"
   build_rpm "$name" "$version" "$depends" "$files"
 done
+
+# EL9 driver path. rpm-el9: base-OS stand-ins (EPEL release, kernel-devel/headers of an EL9 kernel, dracut);
+# rpm-epel: dkms; rpm-cuda: NVIDIA's CUDA repo with module streams (modules.yaml). Test hosts run this machine's
+# kernel, which no EL repository has, so the EL scenario targets this EL kernel explicitly.
+el_kernel_version=5.14.0 el_kernel_release=503.40.1.el9_5
+build_rpm epel-release 9 "" "/etc/yum.repos.d/epel.repo=epel.repo" rpm-el9 8.el9
+build_rpm kernel-devel "$el_kernel_version" "" "" rpm-el9 "$el_kernel_release" \
+  "Provides: kernel-devel-uname-r = $el_kernel_version-$el_kernel_release.x86_64"
+build_rpm kernel-headers "$el_kernel_version" "" "" rpm-el9 "$el_kernel_release"
+build_rpm dracut 057 "" "/usr/bin/dracut=dracut" rpm-el9 53.git20240104.el9
+build_rpm dkms 3.1.5 "" "/usr/sbin/dkms=dkms" rpm-epel 1.el9
+for stream in 570.133.20 565.57.01; do
+  for kmod in kmod-nvidia-open-dkms kmod-nvidia-latest-dkms; do
+    build_rpm "$kmod" "$stream" "dkms" "/usr/src/nvidia-$stream/dkms.conf=dkms.conf" rpm-cuda 1.el9 \
+      "Provides: kmod-nvidia = $stream"
+  done
+  build_rpm nvidia-driver "$stream" "kmod-nvidia = $stream" "" rpm-cuda 1.el9
+  build_rpm nvidia-driver-cuda "$stream" "nvidia-driver = $stream" "" rpm-cuda 1.el9
+  build_rpm nvidia-persistenced "$stream" "" \
+    "/usr/lib/systemd/system/nvidia-persistenced.service=nvidia-persistenced.service" rpm-cuda 1.el9
+done
+python3 "$here/modules_yaml.py" "$out/rpm-cuda" >"$out/build/modules.yaml"
 
 # apt: flat repository, signed Release (InRelease + detached Release.gpg).
 (
@@ -110,9 +135,15 @@ done
 )
 
 # dnf: signed packages and signed metadata.
-rpmsign --define "_gpg_name $keyid" --define "_gpg_path $GNUPGHOME" --define "__gpg $(command -v gpg)" --addsign "$out"/rpm/*.rpm >/dev/null
-createrepo_c --quiet "$out/rpm"
-gpg --batch --yes --local-user "$keyid" --detach-sign --armor "$out/rpm/repodata/repomd.xml"
+for repo in rpm rpm-el9 rpm-epel rpm-cuda; do
+  rpmsign --define "_gpg_name $keyid" --define "_gpg_path $GNUPGHOME" --define "__gpg $(command -v gpg)" \
+    --addsign "$out/$repo"/*.rpm >/dev/null
+  createrepo_c --quiet "$out/$repo"
+  if [ "$repo" = rpm-cuda ]; then
+    modifyrepo_c --mdtype=modules "$out/build/modules.yaml" "$out/$repo/repodata" >/dev/null
+  fi
+  gpg --batch --yes --local-user "$keyid" --detach-sign --armor "$out/$repo/repodata/repomd.xml"
+done
 
 rm -rf "$out/build"
 gpgconf --kill all  # leave no gpg-agent running

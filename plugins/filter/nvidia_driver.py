@@ -1,0 +1,70 @@
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: nvidia_driver_plan
+short_description: Resolve the NVIDIA driver choices of role nvidia_driver
+version_added: 0.1.0
+author: gpufleet maintainers (@gpufleet)
+description:
+  - Validates flavor, branch, version and stream, and returns the resolved flavor, the EL dnf module stream, the
+    Debian package list and the apt pin glob.
+options:
+  _input:
+    description: Dict with C(flavor), C(branch), C(version), C(stream), C(os_family) and C(debian_source).
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Plan
+  ansible.builtin.set_fact:
+    plan: "{{ {'flavor': 'auto', 'branch': '570', 'version': '', 'stream': '', 'os_family': 'RedHat',
+               'debian_source': 'debian'} | gpufleet.vgpu.nvidia_driver_plan }}"
+"""
+
+RETURN = r"""
+_value:
+  description: C(errors), C(flavor), C(stream), C(debian_packages), C(pin_glob).
+  type: dict
+"""
+
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _nvidia_driver as nd
+
+
+def nvidia_driver_plan(choice):
+    flavor, branch = choice.get("flavor", "auto"), str(choice.get("branch") or "")
+    version, stream = str(choice.get("version") or ""), choice.get("stream") or ""
+    source = choice.get("debian_source", "debian")
+    errors = nd.validate(flavor, branch, version, stream)
+    if choice.get("os_family") == "Debian" and source not in ("debian", "cuda"):
+        errors.append("nvidia_driver_debian_source must be 'debian' or 'cuda', got %r" % (source,))
+    if errors:
+        return {"errors": errors}
+    resolved = nd.resolve_flavor(flavor, choice.get("os_family"), source)
+    plan = {"errors": [], "flavor": resolved, "stream": nd.redhat_stream(resolved, branch, stream),
+            "pin_glob": nd.pin_glob(branch, version), "debian_packages": []}
+    if choice.get("os_family") == "Debian":
+        plan["debian_packages"] = nd.debian_packages(source, resolved, branch, version)
+    return plan
+
+
+def nvidia_reboot_decision(facts):
+    return nd.reboot_decision(facts)
+
+
+def nvidia_dkms_version(dkms_status, kernel=None):
+    return nd.nvidia_dkms_version(nd.parse_dkms_status(dkms_status), kernel)
+
+
+class FilterModule:
+    """NVIDIA driver filters."""
+
+    def filters(self):
+        return {
+            "nvidia_driver_plan": nvidia_driver_plan,
+            "nvidia_reboot_decision": nvidia_reboot_decision,
+            "nvidia_dkms_version": nvidia_dkms_version,
+        }
