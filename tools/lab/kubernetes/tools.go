@@ -1,0 +1,9 @@
+//go:build tools
+
+// Package tools pins the commands the lab builds from this module.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+)
