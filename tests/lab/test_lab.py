@@ -72,3 +72,37 @@ def test_deployment_pods_run_and_stay_running(lab):
     time.sleep(3)
     assert [p.status.phase for p in core.list_namespaced_pod("default", label_selector="app=holder").items] \
         == ["Running"] * 3
+
+
+def vgpu_pod_spec(memory_mib=8000, scheduler_name="volcano"):
+    spec = {
+        "tolerations": [{"operator": "Exists"}],
+        "containers": [{"name": "cuda", "image": "registry.invalid/cuda:1",
+                        "resources": {"limits": {"volcano.sh/vgpu-number": "1",
+                                                 "volcano.sh/vgpu-memory": str(memory_mib)}}}],
+    }
+    if scheduler_name:
+        spec["schedulerName"] = scheduler_name
+    return spec
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = predicate()
+        if last is True:
+            return
+        time.sleep(1)
+    pytest.fail("%s not reached within %d s (last: %r)" % (what, timeout, last))
+
+
+def test_gpu_nodes_registered_by_the_emulated_plugin(lab):
+    nodes = {n.metadata.name: n for n in client.CoreV1Api(lab["api"]).list_node().items}
+    for name, memory in (("rig01", 24564), ("rig02", 16376)):
+        alloc = nodes[name].status.allocatable
+        assert alloc["volcano.sh/vgpu-number"] == "10"
+        assert alloc["volcano.sh/vgpu-memory"] == str(5 * memory)
+        assert alloc["volcano.sh/vgpu-cores"] == "500"
+        register = nodes[name].metadata.annotations["volcano.sh/node-vgpu-register"]
+        assert register.count(",2,%d," % memory) == 5

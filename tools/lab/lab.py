@@ -5,8 +5,12 @@
     python tools/lab/lab.py down                   stop every process the lab started (by PID) and remove its state
     python tools/lab/lab.py status                 what runs
 
+    python tools/lab/lab.py emulate-device-plugin  (started by up) registers the GPU nodes' vGPUs as the
+                                                   volcano-vgpu-device-plugin does, and keeps the handshake fresh
+
 State (PKI, etcd data, kubeconfig, logs, PIDs) lives in $GPUFLEET_LAB_DIR (default $GPUFLEET_CACHE/lab). Nodes come
-from a YAML file (default tools/lab/nodes.yml, the article's cluster). Volcano is not started yet: see README.md.
+from a YAML file (default tools/lab/nodes.yml, the article's cluster). Volcano runs from the pinned module (v1.10.0,
+see README.md); its CRDs come from the same module.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import zlib
 
 import yaml
 from cryptography import x509
@@ -52,7 +57,7 @@ def free_port():
 
 def binaries():
     """Build (or reuse) the pinned binaries; return {name: path}."""
-    subprocess.run([str(HERE / "build.sh"), "etcd", "kubernetes", "kwok"], check=True)
+    subprocess.run([str(HERE / "build.sh"), "etcd", "kubernetes", "kwok", "volcano"], check=True)
     found = {}
     for directory in sorted((CACHE / "lab-bin").iterdir()):
         if (directory / ".complete").exists():
@@ -137,9 +142,9 @@ def kubeconfig(path, server, pki, user):
 
 # --- processes ---------------------------------------------------------------------------------------------------
 
-def start(name, argv, state):
+def start(name, argv, state, env=None):
     logfile = open(LAB / "logs" / ("%s.log" % name), "ab")  # pylint: disable=consider-using-with
-    proc = subprocess.Popen(argv, stdout=logfile, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(argv, stdout=logfile, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     state["pids"][name] = proc.pid
     (LAB / "state.json").write_text(json.dumps(state, indent=2))
     log("started %s (pid %d)" % (name, proc.pid))
@@ -161,11 +166,14 @@ def wait_ready(url, pki, timeout=90):
     raise SystemExit("the lab's kube-apiserver did not become ready within %d s; see %s" % (timeout, LAB / "logs"))
 
 
+def module_dir(group, module):
+    return pathlib.Path(subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", module], cwd=HERE / group,
+                                       capture_output=True, text=True, check=True).stdout.strip())
+
+
 def stages_config(path):
     """kwok's own stage definitions, from the pinned kwok module (no pod-complete: pods stay Running)."""
-    moddir = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"], cwd=HERE / "kwok",
-                            capture_output=True, text=True, check=True).stdout.strip()
-    base = pathlib.Path(moddir) / "kustomize" / "stage"
+    base = module_dir("kwok", "sigs.k8s.io/kwok") / "kustomize" / "stage"
     path.write_text("\n---\n".join((base / stage).read_text() for stage in KWOK_STAGES))
 
 
@@ -227,8 +235,146 @@ def up(args):
     start("kwok", [str(bins["kwok"]), "--kubeconfig", str(LAB / "kwok.kubeconfig"), "--config", str(LAB / "kwok.yaml"),
                    "--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
                    "--server-address", "127.0.0.1:%d" % free_port()], state)
-    create_nodes(yaml.safe_load(pathlib.Path(args.nodes).read_text())["nodes"])
+    nodes_file = pathlib.Path(args.nodes).resolve()
+    create_nodes(yaml.safe_load(nodes_file.read_text())["nodes"])
+    start_volcano(bins, state)
+    start("device-plugin-emulator", [sys.executable, str(HERE / "lab.py"), "emulate-device-plugin",
+                                     "--nodes", str(nodes_file)], state)
+    wait_vgpu_registered(yaml.safe_load(nodes_file.read_text())["nodes"])
     log("ready in %.0f s: export KUBECONFIG=%s" % (time.time() - t0, LAB / "kubeconfig"))
+
+
+def kube():
+    from kubernetes import config  # pylint: disable=import-outside-toplevel
+
+    return config.new_client_from_config(str(LAB / "kubeconfig"))
+
+
+def start_volcano(bins, state):
+    """Volcano's CRDs from its module, then its controller-manager and scheduler (config: LAB/scheduler.conf)."""
+    from kubernetes import client  # pylint: disable=import-outside-toplevel
+
+    api = kube()
+    chart = module_dir("volcano", "volcano.sh/volcano") / "installer" / "helm" / "chart" / "volcano"
+    ext = client.ApiextensionsV1Api(api)
+    for crd in sorted(chart.glob("crd/bases/*.yaml")) + sorted(chart.glob("charts/*/crd/bases/*.yaml")):
+        ext.create_custom_resource_definition(yaml.safe_load(crd.read_text()))
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        established = [c.metadata.name for c in ext.list_custom_resource_definition().items
+                       if any(cond.type == "Established" and cond.status == "True" for cond in c.status.conditions or [])]
+        if "queues.scheduling.volcano.sh" in established and "jobs.batch.volcano.sh" in established:
+            break
+        time.sleep(0.5)
+    conf = LAB / "scheduler.conf"
+    if not conf.exists():
+        conf.write_text(DEFAULT_SCHEDULER_CONF)
+    env = dict(os.environ, KUBECONFIG=str(LAB / "kubeconfig"))  # vgpu's own client reads KUBECONFIG
+    start("vc-controller-manager", [str(bins["controller-manager"]), "--kubeconfig", str(LAB / "kubeconfig"),
+                                    "--leader-elect=false", "--healthz-address", "127.0.0.1:%d" % free_port()],
+          state, env)
+    state["ports"]["scheduler-metrics"] = free_port()
+    start("vc-scheduler", [str(bins["scheduler"]), "--kubeconfig", str(LAB / "kubeconfig"),
+                           "--scheduler-conf", str(conf), "--leader-elect=false", "--enable-metrics",
+                           "--listen-address", "127.0.0.1:%d" % state["ports"]["scheduler-metrics"],
+                           "--healthz-address", "127.0.0.1:%d" % free_port(), "--schedule-period", "500ms"],
+          state, env)
+    # The default queue; Volcano's admission normally creates it.
+    objects = client.CustomObjectsApi(api)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            objects.get_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", "default")
+            return
+        except client.exceptions.ApiException as exc:
+            if exc.status != 404:
+                raise
+        time.sleep(1)
+    objects.create_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", {
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"},
+        "spec": {"weight": 1, "reclaimable": True}})
+
+
+DEFAULT_SCHEDULER_CONF = """actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+    enablePreemptable: false
+  - name: deviceshare
+    arguments:
+      deviceshare.VGPUEnable: true
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+"""
+
+
+# --- emulated volcano-vgpu-device-plugin ---------------------------------------------------------------------------
+
+def vgpu_registration(node, split, memory_factor=1):
+    """What volcano-vgpu-device-plugin v1.12.0 registers for a node: annotation value and extended resources."""
+    gpus = node["gpus"]
+    entries = []
+    for index in range(gpus["count"]):
+        uuid = "GPU-%08x-0000-4000-8000-%012d" % (zlib.crc32(node["name"].encode()), index)
+        entries.append("%s,%d,%d,NVIDIA-%s,true,hami-core" % (
+            uuid, split, gpus["memory_mib"] // memory_factor, gpus["model"]))
+    resources = {
+        "volcano.sh/vgpu-number": str(gpus["count"] * split),
+        "volcano.sh/vgpu-memory": str(gpus["count"] * gpus["memory_mib"] // memory_factor),
+        "volcano.sh/vgpu-cores": str(gpus["count"] * 100),
+    }
+    return ":".join(entries) + ":", resources
+
+
+def emulate(args):
+    """Register each GPU node's vGPUs and keep the handshake fresh (the scheduler drops a node after 60 s)."""
+    from kubernetes import client  # pylint: disable=import-outside-toplevel
+
+    nodes = [n for n in yaml.safe_load(pathlib.Path(args.nodes).read_text())["nodes"] if n.get("gpus")]
+    api = client.CoreV1Api(kube())
+    running = {"on": True}
+    signal.signal(signal.SIGTERM, lambda *a: running.update(on=False))
+    while running["on"]:
+        for node in nodes:
+            value, resources = vgpu_registration(node, node["gpus"].get("split", 2))
+            stamp = time.strftime("%Y.%m.%d %H:%M:%S")
+            current = api.read_node(node["name"])
+            if current.status.capacity.get("volcano.sh/vgpu-number") != resources["volcano.sh/vgpu-number"]:
+                api.patch_node_status(node["name"], {"status": {"capacity": resources, "allocatable": resources}})
+            annotations = current.metadata.annotations or {}
+            handshake = annotations.get("volcano.sh/node-vgpu-handshake", "")
+            # As the plugin does: (re-)register when the registration differs or the scheduler asked ("Requesting_"
+            # or "Deleted_"); every needless node update makes the scheduler rebuild its device accounting.
+            if annotations.get("volcano.sh/node-vgpu-register") != value or not handshake.startswith("Reported"):
+                api.patch_node(node["name"], {"metadata": {"annotations": {
+                    "volcano.sh/node-vgpu-register": value,
+                    "volcano.sh/node-vgpu-handshake": "Reported " + stamp}}})
+        for dummy in range(20):
+            if not running["on"]:
+                break
+            time.sleep(1)
+
+
+def wait_vgpu_registered(nodes, timeout=60):
+    from kubernetes import client  # pylint: disable=import-outside-toplevel
+
+    api = client.CoreV1Api(kube())
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        done = all(api.read_node(n["name"]).status.allocatable.get("volcano.sh/vgpu-number")
+                   for n in nodes if n.get("gpus"))
+        if done:
+            return
+        time.sleep(1)
+    raise SystemExit("the emulated device plugin did not register the GPU nodes within %d s" % timeout)
 
 
 def create_nodes(nodes):
@@ -294,8 +440,10 @@ def main(argv=None):
     p_up.add_argument("--nodes", default=str(HERE / "nodes.yml"))
     sub.add_parser("down")
     sub.add_parser("status")
+    p_emulate = sub.add_parser("emulate-device-plugin")
+    p_emulate.add_argument("--nodes", default=str(HERE / "nodes.yml"))
     args = parser.parse_args(argv)
-    return {"up": up, "down": down, "status": status}[args.cmd](args) or 0
+    return {"up": up, "down": down, "status": status, "emulate-device-plugin": emulate}[args.cmd](args) or 0
 
 
 if __name__ == "__main__":
