@@ -83,7 +83,7 @@ lab-test: bootstrap ## End-to-end tests of the local lab (builds its pinned bina
 	pytest tests/lab
 
 lab-gang: bootstrap ## The gang test on the lab's Volcano (flaky on Volcano 1.10, not in make test; see tools/lab/README.md)
-	PYTHONPATH=tests/lab pytest tests/lab_gang
+	pytest tests/lab/test_gang.py
 
 clean: ## Remove build outputs (keeps the image and repo cache in $(GPUFLEET_CACHE))
 	rm -rf .build tests/output

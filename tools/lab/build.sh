@@ -10,7 +10,7 @@ cache=${GPUFLEET_CACHE:-/var/cache/gpufleet}/lab-bin
 mkdir -p "$cache"
 
 declare -A commands=(
-  [kubernetes]="k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager"
+  [kubernetes]="k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler"
   [etcd]="go.etcd.io/etcd/server/v3"
   [kwok]="sigs.k8s.io/kwok/cmd/kwok"
   [helm]="helm.sh/helm/v3/cmd/helm"
@@ -21,9 +21,11 @@ groups=("$@")
 
 for group in "${groups[@]}"; do
   [ -n "${commands[$group]:-}" ] || { echo "unknown group '$group' (allowed: ${!commands[*]})" >&2; exit 2; }
-  key=$(cat "$here/$group/go.mod" "$here/$group/go.sum" | sha256sum | cut -c1-16)
+  # The key covers the pins and the command list, so adding a command rebuilds the group.
+  key=$( (cat "$here/$group/go.mod" "$here/$group/go.sum"; echo "${commands[$group]}") | sha256sum | cut -c1-16)
   out="$cache/$group-$key"
   if [ -f "$out/.complete" ]; then
+    ln -sfn "$group-$key" "$cache/$group"
     echo "[lab-build] $group: cached in $out"
     continue
   fi
@@ -44,5 +46,7 @@ for group in "${groups[@]}"; do
   if [ -f "$out.tmp/server" ]; then mv "$out.tmp/server" "$out.tmp/etcd"; fi
   touch "$out.tmp/.complete"
   rm -rf "$out" && mv "$out.tmp" "$out"
+  # $cache/<group> always names the build of the current pins (older builds stay until the cache is pruned).
+  ln -sfn "$group-$key" "$cache/$group"
   echo "[lab-build] $group: built $(find "$out" -maxdepth 1 -type f -perm -u+x -printf '%f ')in $((SECONDS - t0)) s"
 done

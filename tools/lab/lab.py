@@ -1,21 +1,25 @@
-"""The local lab: a real Kubernetes control plane on this machine with kwok-simulated nodes.
+"""The local lab: a real Kubernetes control plane on this machine with kwok-simulated nodes and the real Volcano.
 
-    python tools/lab/lab.py up [--nodes FILE]      build (cached) and start etcd, kube-apiserver,
-                                                   kube-controller-manager and kwok; create the nodes; print the kubeconfig
-    python tools/lab/lab.py down                   stop every process the lab started (by PID) and remove its state
-    python tools/lab/lab.py status                 what runs
+    python tools/lab/lab.py up [--nodes FILE] [--bare]
+        build (cached) and start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok; create the
+        nodes; start the lab controller; install Volcano's chart from its Go module (not with --bare); print the
+        kubeconfig
+    python tools/lab/lab.py down      stop every process the lab started (by PID) and remove its state
+    python tools/lab/lab.py status    what runs
 
-    python tools/lab/lab.py emulate-device-plugin  (started by up) registers the GPU nodes' vGPUs as the
-                                                   volcano-vgpu-device-plugin does, and keeps the handshake fresh
+    python tools/lab/lab.py controller [--refresh S]   (started by up) runs Volcano's scheduler, controller-manager
+        and webhook-manager locally with the configuration deployed in the cluster (restarted when it changes), points
+        Volcano's webhooks at 127.0.0.1, and emulates volcano-vgpu-device-plugin on every GPU node its DaemonSet runs
 
 State (PKI, etcd data, kubeconfig, logs, PIDs) lives in $GPUFLEET_LAB_DIR (default $GPUFLEET_CACHE/lab). Nodes come
 from a YAML file (default tools/lab/nodes.yml, the article's cluster). Volcano runs from the pinned module (v1.10.0,
-see README.md); its CRDs come from the same module.
+see README.md); its chart and CRDs come from the same module.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import datetime
 import ipaddress
 import json
@@ -38,10 +42,13 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
 HERE = pathlib.Path(__file__).resolve().parent
+# The emulated plugin and the device_plugin role share one reading of the plugin's code.
+sys.path.insert(0, str(HERE.parents[1] / "plugins" / "module_utils"))
+import _vgpu_plugin as vgpu  # noqa: E402  pylint: disable=wrong-import-position,import-error
 CACHE = pathlib.Path(os.environ.get("GPUFLEET_CACHE", "/var/cache/gpufleet"))
 LAB = pathlib.Path(os.environ.get("GPUFLEET_LAB_DIR", str(CACHE / "lab")))
 KWOK_STAGES = ["node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
-               "pod/fast/pod-ready.yaml", "pod/fast/pod-delete.yaml"]  # no pod-complete: pods stay Running
+               "pod/fast/pod-ready.yaml", "pod/fast/pod-delete.yaml", "pod/fast/pod-complete.yaml"]
 SERVICE_CIDR = "10.96.0.0/16"
 
 
@@ -55,15 +62,14 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def binaries():
-    """Build (or reuse) the pinned binaries; return {name: path}."""
-    subprocess.run([str(HERE / "build.sh"), "etcd", "kubernetes", "kwok", "volcano"], check=True)
+def binaries(groups=("etcd", "kubernetes", "kwok", "helm", "volcano")):
+    """Build (or reuse) the pinned binaries; return {name: path} from the builds of the current pins."""
+    subprocess.run([str(HERE / "build.sh")] + list(groups), check=True)
     found = {}
-    for directory in sorted((CACHE / "lab-bin").iterdir()):
-        if (directory / ".complete").exists():
-            for exe in directory.iterdir():
-                if exe.is_file() and os.access(exe, os.X_OK):
-                    found[exe.name] = exe
+    for group in groups:
+        for exe in (CACHE / "lab-bin" / group).resolve().iterdir():
+            if exe.is_file() and os.access(exe, os.X_OK):
+                found[exe.name] = exe
     return found
 
 
@@ -119,6 +125,7 @@ def make_pki(pki):
         sans=("127.0.0.1", service_ip, "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc")))
     for name, cn, org in (("admin", "gpufleet-lab-admin", "system:masters"),
                           ("controller-manager", "system:kube-controller-manager", None),
+                          ("scheduler", "system:kube-scheduler", None),
                           ("kwok", "system:kwok-controller", "system:masters")):
         key = _key()
         _write(pki / name, key, _cert(_name(cn, org), key, ca, ca_key, client=True))
@@ -172,15 +179,27 @@ def module_dir(group, module):
 
 
 def stages_config(path):
-    """kwok's own stage definitions, from the pinned kwok module (no pod-complete: pods stay Running)."""
+    """kwok's own stage definitions, from the pinned kwok module.
+
+    pod-complete is narrowed to batch/v1 Jobs (helm hooks such as Volcano's admission-init must finish); its own
+    selector matches any owner of kind Job, which would also end every Volcano Job's pods (batch.volcano.sh).
+    """
     base = module_dir("kwok", "sigs.k8s.io/kwok") / "kustomize" / "stage"
-    path.write_text("\n---\n".join((base / stage).read_text() for stage in KWOK_STAGES))
+    docs = []
+    for stage in KWOK_STAGES:
+        doc = yaml.safe_load((base / stage).read_text())
+        if doc["metadata"]["name"] == "pod-complete":
+            doc["spec"]["selector"]["matchExpressions"].append(
+                {"key": ".metadata.ownerReferences.[].apiVersion", "operator": "In", "values": ["batch/v1"]})
+        docs.append(doc)
+    path.write_text(yaml.safe_dump_all(docs))
 
 
 def node_object(node):
     labels = {"kubernetes.io/hostname": node["name"], "kubernetes.io/os": "linux", "type": "kwok"}
     labels.update(node.get("labels", {}))
-    taints = [{"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}]
+    # No kwok taint: every node here is simulated, so workloads need no toleration to land on one.
+    taints = []
     if node.get("control_plane"):
         labels["node-role.kubernetes.io/control-plane"] = ""
         taints.append({"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"})
@@ -199,13 +218,15 @@ def up(args):
         raise SystemExit("a lab is already running or was not stopped (%s); run 'lab.py down' first" % LAB)
     t0 = time.time()
     bins = binaries()
-    for d in ("pki", "etcd", "logs"):
+    for d in ("pki", "etcd", "logs", "bin"):
         (LAB / d).mkdir(parents=True, exist_ok=True)
     pki = LAB / "pki"
     make_pki(pki)
     ports = {"etcd": free_port(), "etcd-peer": free_port(), "apiserver": free_port()}
     server = "https://127.0.0.1:%d" % ports["apiserver"]
-    state = {"pids": {}, "ports": ports, "server": server, "kubeconfig": str(LAB / "kubeconfig")}
+    nodes_file = pathlib.Path(args.nodes).resolve()
+    state = {"pids": {}, "ports": ports, "server": server, "kubeconfig": str(LAB / "kubeconfig"),
+             "nodes_file": str(nodes_file), "bin": {k: str(v) for k, v in bins.items()}}
     start("etcd", [str(bins["etcd"]), "--data-dir", str(LAB / "etcd"),
                    "--listen-client-urls", "http://127.0.0.1:%d" % ports["etcd"],
                    "--advertise-client-urls", "http://127.0.0.1:%d" % ports["etcd"],
@@ -220,9 +241,11 @@ def up(args):
         "--client-ca-file", str(pki / "ca.crt"), "--authorization-mode", "Node,RBAC",
         "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
         "--service-account-key-file", str(pki / "sa.pub"), "--service-account-signing-key-file", str(pki / "sa.key"),
-        "--service-cluster-ip-range", SERVICE_CIDR, "--allow-privileged=true"], state)
+        "--service-cluster-ip-range", SERVICE_CIDR, "--allow-privileged=true",
+        # Webhooks are called at an endpoint of their Service (the lab controller's EndpointSlice), not a ClusterIP.
+        "--enable-aggregator-routing=true"], state)
     wait_ready(server + "/readyz", pki)
-    for user in ("admin", "controller-manager", "kwok"):
+    for user in ("admin", "controller-manager", "scheduler", "kwok"):
         kubeconfig(LAB / ("kubeconfig" if user == "admin" else "%s.kubeconfig" % user), server, pki, user)
     start("kube-controller-manager", [
         str(bins["kube-controller-manager"]), "--kubeconfig", str(LAB / "controller-manager.kubeconfig"),
@@ -230,18 +253,42 @@ def up(args):
         "--authorization-kubeconfig", str(LAB / "controller-manager.kubeconfig"),
         "--bind-address", "127.0.0.1", "--secure-port", "0", "--leader-elect=false",
         "--use-service-account-credentials", "--service-account-private-key-file", str(pki / "sa.key"),
-        "--root-ca-file", str(pki / "ca.crt"), "--controllers", "*,-nodeipam,-nodelifecycle"], state)
+        "--root-ca-file", str(pki / "ca.crt"), "--controllers",
+        # The lab controller owns the EndpointSlices: kwok's pod IPs lead nowhere.
+        "*,-nodeipam,-endpoint,-endpointslice,-endpointslicemirroring"], state)
+    # kube-scheduler places what Volcano does not: the charts' Deployments, DaemonSet pods, helm hook Jobs.
+    start("kube-scheduler", [
+        str(bins["kube-scheduler"]), "--kubeconfig", str(LAB / "scheduler.kubeconfig"),
+        "--authentication-kubeconfig", str(LAB / "scheduler.kubeconfig"),
+        "--authorization-kubeconfig", str(LAB / "scheduler.kubeconfig"),
+        "--bind-address", "127.0.0.1", "--secure-port", "0", "--leader-elect=false"], state)
     stages_config(LAB / "kwok.yaml")
     start("kwok", [str(bins["kwok"]), "--kubeconfig", str(LAB / "kwok.kubeconfig"), "--config", str(LAB / "kwok.yaml"),
                    "--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
+                   # Node leases are the heartbeat the node lifecycle controller watches; without them nodes flap
+                   # NotReady and their pods lose Ready.
+                   "--node-lease-duration-seconds", "40",
                    "--server-address", "127.0.0.1:%d" % free_port()], state)
-    nodes_file = pathlib.Path(args.nodes).resolve()
     create_nodes(yaml.safe_load(nodes_file.read_text())["nodes"])
-    start_volcano(bins, state)
-    start("device-plugin-emulator", [sys.executable, str(HERE / "lab.py"), "emulate-device-plugin",
-                                     "--nodes", str(nodes_file)], state)
-    wait_vgpu_registered(yaml.safe_load(nodes_file.read_text())["nodes"])
+    chart = module_dir("volcano", "volcano.sh/volcano") / "installer" / "helm" / "chart" / "volcano"
+    # What the volcano role and the inventories/lab group vars need to find this lab.
+    (LAB / "bin" / "helm").symlink_to(bins["helm"])
+    (LAB / "lab.json").write_text(json.dumps({
+        "kubeconfig": str(LAB / "kubeconfig"), "helm": str(LAB / "bin" / "helm"), "volcano_chart": str(chart),
+        "volcano_version": chart_version(chart), "nodes_file": str(nodes_file)}, indent=2))
+    start("lab-controller", [sys.executable, str(HERE / "lab.py"), "controller"], state)
+    if not args.bare:
+        subprocess.run([str(bins["helm"]), "upgrade", "--install", "volcano", str(chart), "--namespace",
+                        "volcano-system", "--create-namespace", "--kubeconfig", str(LAB / "kubeconfig"),
+                        "--values", str(HERE / "volcano-values.yaml"), "--wait", "--timeout", "5m"],
+                       check=True, stdout=subprocess.DEVNULL)
+        log("Volcano %s installed from its module's chart" % chart_version(chart))
+        wait_volcano()
     log("ready in %.0f s: export KUBECONFIG=%s" % (time.time() - t0, LAB / "kubeconfig"))
+
+
+def chart_version(chart):
+    return yaml.safe_load((chart / "Chart.yaml").read_text())["version"]
 
 
 def kube():
@@ -250,131 +297,391 @@ def kube():
     return config.new_client_from_config(str(LAB / "kubeconfig"))
 
 
-def start_volcano(bins, state):
-    """Volcano's CRDs from its module, then its controller-manager and scheduler (config: LAB/scheduler.conf)."""
+def wait_volcano(timeout=120):
+    """Until the lab controller runs Volcano's processes, the webhooks answer and the default queue exists."""
     from kubernetes import client  # pylint: disable=import-outside-toplevel
 
-    api = kube()
-    chart = module_dir("volcano", "volcano.sh/volcano") / "installer" / "helm" / "chart" / "volcano"
-    ext = client.ApiextensionsV1Api(api)
-    for crd in sorted(chart.glob("crd/bases/*.yaml")) + sorted(chart.glob("charts/*/crd/bases/*.yaml")):
-        ext.create_custom_resource_definition(yaml.safe_load(crd.read_text()))
-    deadline = time.time() + 60
+    objects = client.CustomObjectsApi(kube())
+    deadline = time.time() + timeout
+    last = None
     while time.time() < deadline:
-        established = [c.metadata.name for c in ext.list_custom_resource_definition().items
-                       if any(cond.type == "Established" and cond.status == "True" for cond in c.status.conditions or [])]
-        if "queues.scheduling.volcano.sh" in established and "jobs.batch.volcano.sh" in established:
-            break
-        time.sleep(0.5)
-    conf = LAB / "scheduler.conf"
-    if not conf.exists():
-        conf.write_text(DEFAULT_SCHEDULER_CONF)
-    env = dict(os.environ, KUBECONFIG=str(LAB / "kubeconfig"))  # vgpu's own client reads KUBECONFIG
-    start("vc-controller-manager", [str(bins["controller-manager"]), "--kubeconfig", str(LAB / "kubeconfig"),
-                                    "--leader-elect=false", "--healthz-address", "127.0.0.1:%d" % free_port()],
-          state, env)
-    state["ports"]["scheduler-metrics"] = free_port()
-    start("vc-scheduler", [str(bins["scheduler"]), "--kubeconfig", str(LAB / "kubeconfig"),
-                           "--scheduler-conf", str(conf), "--leader-elect=false", "--enable-metrics",
-                           "--listen-address", "127.0.0.1:%d" % state["ports"]["scheduler-metrics"],
-                           "--healthz-address", "127.0.0.1:%d" % free_port(), "--schedule-period", "500ms"],
-          state, env)
-    # The default queue; Volcano's admission normally creates it.
-    objects = client.CustomObjectsApi(api)
-    deadline = time.time() + 30
-    while time.time() < deadline:
+        children = read_json(LAB / "children.json")
+        running = sorted(name for name, child in children.items() if child.get("ready"))
         try:
             objects.get_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", "default")
+            queue = True
+        except client.exceptions.ApiException:
+            queue = False
+        last = (running, queue)
+        if {"vc-scheduler", "vc-controller-manager", "vc-webhook-manager"} <= set(running) and queue:
             return
-        except client.exceptions.ApiException as exc:
+        time.sleep(1)
+    raise SystemExit("Volcano not running in the lab within %d s (%r); see %s" % (timeout, last, LAB / "logs"))
+
+
+def read_json(path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+DEFAULT_QUEUE = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"},
+                 "spec": {"weight": 1, "reclaimable": True}}
+
+
+# --- the lab controller: runs what the cluster's Deployments/DaemonSets describe -------------------------------------
+
+class Child:
+    """A local process standing in for a Deployment's pods; restarted when what it was started from changes."""
+
+    def __init__(self, name):
+        self.name = name
+        self.proc = None
+        self.fingerprint = None
+        self.started = 0.0
+
+    def ensure(self, fingerprint, argv, env=None, prepare=None):
+        if self.proc is not None and self.proc.poll() is None and fingerprint == self.fingerprint:
+            return False
+        if self.proc is not None and self.proc.poll() is not None and time.time() - self.started < 2:
+            return False  # crash-looping: back off a little
+        self.stop()
+        if prepare:
+            prepare()
+        logfile = open(LAB / "logs" / ("%s.log" % self.name), "ab")  # pylint: disable=consider-using-with
+        self.proc = subprocess.Popen(argv, stdout=logfile, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        self.fingerprint, self.started = fingerprint, time.time()
+        log("controller: started %s (pid %d)" % (self.name, self.proc.pid))
+        return True
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+            log("controller: stopped %s (pid %d)" % (self.name, self.proc.pid))
+        self.proc, self.fingerprint = None, None
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+
+def _flag_value(args, name):
+    for index, arg in enumerate(args or []):
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+        if arg == name and index + 1 < len(args):
+            return args[index + 1]
+    return None
+
+
+def _mounted_configmap(template, container, path):
+    """(name, key) of the ConfigMap a container sees at `path` (a file inside a mounted ConfigMap volume)."""
+    directory, key = os.path.split(path)
+    for mount in container.volume_mounts or []:
+        if mount.mount_path.rstrip("/") == directory.rstrip("/"):
+            for volume in template.spec.volumes or []:
+                if volume.name == mount.name and volume.config_map is not None:
+                    return volume.config_map.name, key
+    return None, key
+
+
+def host_ip():
+    """This machine's own non-loopback IPv4 address (the address the lab's Service endpoints point at)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.connect(("10.255.255.255", 1))  # no packet is sent: this only picks the outgoing address
+            address = sock.getsockname()[0]
+        except OSError:
+            address = ""
+    if not address or address.startswith("127."):
+        raise SystemExit("the lab needs a non-loopback IPv4 address on this machine for its webhook endpoints")
+    return address
+
+
+def _fingerprint(*parts):
+    return zlib.crc32(json.dumps(parts, sort_keys=True, default=str).encode())
+
+
+class LabController:  # pylint: disable=too-many-instance-attributes
+    """Runs Volcano's scheduler, controller-manager and webhook-manager locally with the configuration deployed in
+    the cluster, points Volcano's webhooks at the local webhook-manager, and emulates the vGPU device plugin on every
+    node its DaemonSet runs on."""
+
+    def __init__(self, refresh):
+        from kubernetes import client  # pylint: disable=import-outside-toplevel
+
+        state = read_json(LAB / "state.json")
+        self.bins = {k: pathlib.Path(v) for k, v in state["bin"].items()}
+        self.hardware = {n["name"]: n["gpus"] for n in yaml.safe_load(
+            pathlib.Path(state["nodes_file"]).read_text())["nodes"] if n.get("gpus")}
+        api = kube()
+        self.core, self.apps = client.CoreV1Api(api), client.AppsV1Api(api)
+        self.objects = client.CustomObjectsApi(api)
+        self.discovery = client.DiscoveryV1Api(api)
+        self.host_ip = host_ip()
+        self.client = client
+        self.children = {name: Child(name) for name in ("vc-scheduler", "vc-controller-manager", "vc-webhook-manager")}
+        self.ports = {"scheduler-metrics": free_port(), "webhook": free_port()}
+        self.plugin_pods = {}  # pod UID -> settings the emulated plugin read when that pod started
+        self.refresh, self.last_refresh = refresh, 0.0
+        self.env = dict(os.environ, KUBECONFIG=str(LAB / "kubeconfig"))  # Volcano's vgpu code reads KUBECONFIG
+
+    def save(self):
+        (LAB / "children.json").write_text(json.dumps({
+            name: {"pid": c.proc.pid if c.alive() else None, "ready": c.alive(), "ports": self.ports}
+            for name, c in self.children.items()}, indent=2))
+
+    def deployment(self, app):
+        found = self.apps.list_deployment_for_all_namespaces(label_selector="app=%s" % app).items
+        found = [d for d in found if (d.spec.replicas or 0) > 0]
+        return found[0] if found else None
+
+    def configmap_text(self, namespace, name, key):
+        try:
+            return (self.core.read_namespaced_config_map(name, namespace).data or {}).get(key)
+        except self.client.exceptions.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def sync_scheduler(self):
+        child = self.children["vc-scheduler"]
+        deploy = self.deployment("volcano-scheduler")
+        if deploy is None:
+            child.stop()
+            return
+        container = deploy.spec.template.spec.containers[0]
+        conf_path = _flag_value(container.args, "--scheduler-conf") or "/volcano.scheduler/volcano-scheduler.conf"
+        cm_name, key = _mounted_configmap(deploy.spec.template, container, conf_path)
+        conf = self.configmap_text(deploy.metadata.namespace, cm_name, key) if cm_name else None
+        if conf is None:
+            log("controller: scheduler ConfigMap %s/%s key %s not found; scheduler not started"
+                % (deploy.metadata.namespace, cm_name, key))
+            child.stop()
+            return
+        argv = [str(self.bins["scheduler"]), "--kubeconfig", str(LAB / "kubeconfig"),
+                "--scheduler-conf", str(LAB / "scheduler" / "volcano-scheduler.conf"), "--leader-elect=false", "--enable-metrics",
+                "--listen-address", "127.0.0.1:%d" % self.ports["scheduler-metrics"],
+                "--healthz-address", "127.0.0.1:%d" % free_port(), "--schedule-period", "500ms"]
+        for passed in ("--scheduler-name", "-v"):
+            value = _flag_value(container.args, passed)
+            if value is not None:
+                argv.append("%s=%s" % (passed, value))
+        # Restarted on any change of the conf or the pod template (a rollout): deviceshare reads its settings once.
+        conf_file = LAB / "scheduler" / "volcano-scheduler.conf"
+        conf_file.parent.mkdir(exist_ok=True)
+        child.ensure(_fingerprint(conf, deploy.spec.template.to_dict()), argv, self.env,
+                     prepare=lambda: conf_file.write_text(conf))
+
+    def sync_controller_manager(self):
+        child = self.children["vc-controller-manager"]
+        deploy = self.deployment("volcano-controller")
+        if deploy is None:
+            child.stop()
+            return
+        child.ensure(_fingerprint(deploy.spec.template.to_dict()), [
+            str(self.bins["controller-manager"]), "--kubeconfig", str(LAB / "kubeconfig"), "--leader-elect=false",
+            "--healthz-address", "127.0.0.1:%d" % free_port()], self.env)
+
+    def sync_admission(self):
+        deploy = self.deployment("volcano-admission")
+        if deploy is None:
+            self.children["vc-webhook-manager"].stop()
+            return
+        container = deploy.spec.template.spec.containers[0]
+        namespace = deploy.metadata.namespace
+        service = _flag_value(container.args, "--webhook-service-name") or "volcano-admission-service"
+        enabled = _flag_value(container.args, "--enabled-admission") or ""
+        conf_path = _flag_value(container.args, "--admission-conf") or ""
+        cm_name, key = _mounted_configmap(deploy.spec.template, container, conf_path) if conf_path else (None, None)
+        conf = (self.configmap_text(namespace, cm_name, key) if cm_name else None) or ""
+        # The webhook-manager watches its conf file (a ConfigMap volume in the cluster): rewritten, not restarted, so
+        # that no pod creation meets a webhook that is not listening.
+        conf_file = LAB / "admission" / "volcano-admission.conf"
+        conf_file.parent.mkdir(exist_ok=True)
+        if not conf_file.exists() or conf_file.read_text() != conf:
+            conf_file.write_text(conf)
+        current = self.children["vc-webhook-manager"]
+        fingerprint = _fingerprint(deploy.spec.template.to_dict())
+        if current.alive() and current.fingerprint == fingerprint:
+            self.serve_service(namespace, service, self.ports["webhook"])
+            return
+        # A rolling update, as the Deployment would do it: the new webhook-manager serves before the old one stops,
+        # so the apiserver never meets a webhook that is not listening.
+        port = free_port()
+        cert = self.serving_cert(namespace, service)
+        argv = [str(self.bins["webhook-manager"]), "--kubeconfig", str(LAB / "kubeconfig"),
+                "--enabled-admission=%s" % enabled, "--tls-cert-file", str(cert.with_suffix(".crt")),
+                "--tls-private-key-file", str(cert.with_suffix(".key")), "--ca-cert-file", str(LAB / "pki" / "ca.crt"),
+                "--admission-conf", str(conf_file), "--webhook-namespace", namespace,
+                "--webhook-service-name", service, "--listen-address", self.host_ip,
+                "--port", str(port), "--enable-healthz=false"]
+        fresh = Child("vc-webhook-manager")
+        fresh.ensure(fingerprint, argv, self.env)
+        deadline = time.time() + 30
+        while time.time() < deadline and fresh.alive():
+            with socket.socket() as sock:
+                if sock.connect_ex((self.host_ip, port)) == 0:
+                    break
+            time.sleep(0.2)
+        if not fresh.alive():
+            log("controller: webhook-manager exited at start; see %s" % (LAB / "logs" / "vc-webhook-manager.log"))
+            return
+        self.ports["webhook"] = port
+        self.serve_service(namespace, service, port)
+        time.sleep(1)  # the apiserver's endpoint informer catches up before the old one goes
+        current.stop()
+        self.children["vc-webhook-manager"] = fresh
+
+    def serve_service(self, namespace, service, port):
+        """Route a Service to this machine: an EndpointSlice with the host's address (the apiserver calls webhooks
+        at a Service endpoint with --enable-aggregator-routing; loopback addresses are not allowed there)."""
+        svc = self.core.read_namespaced_service(service, namespace)
+        ports = [{"name": p.name or "", "port": port, "protocol": "TCP"} for p in svc.spec.ports or []]
+        wanted = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                  "metadata": {"name": "%s-lab" % service, "namespace": namespace,
+                               "labels": {"kubernetes.io/service-name": service,
+                                          "endpointslice.kubernetes.io/managed-by": "gpufleet-lab"}},
+                  "addressType": "IPv4", "endpoints": [{"addresses": [self.host_ip], "conditions": {"ready": True}}],
+                  "ports": ports}
+        try:
+            current = self.discovery.read_namespaced_endpoint_slice("%s-lab" % service, namespace)
+            if [(p.name, p.port) for p in current.ports or []] != [(p["name"], p["port"]) for p in ports]:
+                self.discovery.replace_namespaced_endpoint_slice("%s-lab" % service, namespace, wanted)
+        except self.client.exceptions.ApiException as exc:
             if exc.status != 404:
                 raise
-        time.sleep(1)
-    objects.create_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", {
-        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"},
-        "spec": {"weight": 1, "reclaimable": True}})
+            self.discovery.create_namespaced_endpoint_slice(namespace, wanted)
+            log("controller: %s/%s served at %s:%d" % (namespace, service, self.host_ip, port))
 
+    def serving_cert(self, namespace, service):
+        """Certificate for the names the apiserver checks when it calls the Service (<svc>.<ns>.svc)."""
+        path = LAB / "pki" / ("serve-%s.%s" % (service, namespace))
+        if not path.with_suffix(".crt").exists():
+            ca_key = serialization.load_pem_private_key((LAB / "pki" / "ca.key").read_bytes(), None)
+            ca = x509.load_pem_x509_certificate((LAB / "pki" / "ca.crt").read_bytes())
+            key = _key()
+            names = (self.host_ip, service, "%s.%s" % (service, namespace), "%s.%s.svc" % (service, namespace))
+            _write(path, key, _cert(_name("%s.%s.svc" % (service, namespace)), key, ca, ca_key, sans=names))
+        return path
 
-DEFAULT_SCHEDULER_CONF = """actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-    enablePreemptable: false
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-    enablePreemptable: false
-  - name: deviceshare
-    arguments:
-      deviceshare.VGPUEnable: true
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-"""
-
-
-# --- emulated volcano-vgpu-device-plugin ---------------------------------------------------------------------------
-
-def vgpu_registration(node, split, memory_factor=1):
-    """What volcano-vgpu-device-plugin v1.12.0 registers for a node: annotation value and extended resources."""
-    gpus = node["gpus"]
-    entries = []
-    for index in range(gpus["count"]):
-        uuid = "GPU-%08x-0000-4000-8000-%012d" % (zlib.crc32(node["name"].encode()), index)
-        entries.append("%s,%d,%d,NVIDIA-%s,true,hami-core" % (
-            uuid, split, gpus["memory_mib"] // memory_factor, gpus["model"]))
-    resources = {
-        "volcano.sh/vgpu-number": str(gpus["count"] * split),
-        "volcano.sh/vgpu-memory": str(gpus["count"] * gpus["memory_mib"] // memory_factor),
-        "volcano.sh/vgpu-cores": str(gpus["count"] * 100),
-    }
-    return ":".join(entries) + ":", resources
-
-
-def emulate(args):
-    """Register each GPU node's vGPUs and keep the handshake fresh (the scheduler drops a node after 60 s)."""
-    from kubernetes import client  # pylint: disable=import-outside-toplevel
-
-    nodes = [n for n in yaml.safe_load(pathlib.Path(args.nodes).read_text())["nodes"] if n.get("gpus")]
-    api = client.CoreV1Api(kube())
-    running = {"on": True}
-    signal.signal(signal.SIGTERM, lambda *a: running.update(on=False))
-    while running["on"]:
-        for node in nodes:
-            value, resources = vgpu_registration(node, node["gpus"].get("split", 2))
-            stamp = time.strftime("%Y.%m.%d %H:%M:%S")
-            current = api.read_node(node["name"])
-            if current.status.capacity.get("volcano.sh/vgpu-number") != resources["volcano.sh/vgpu-number"]:
-                api.patch_node_status(node["name"], {"status": {"capacity": resources, "allocatable": resources}})
-            annotations = current.metadata.annotations or {}
-            handshake = annotations.get("volcano.sh/node-vgpu-handshake", "")
-            # As the plugin does: (re-)register when the registration differs or the scheduler asked ("Requesting_"
-            # or "Deleted_"); every needless node update makes the scheduler rebuild its device accounting.
-            if annotations.get("volcano.sh/node-vgpu-register") != value or not handshake.startswith("Reported"):
-                api.patch_node(node["name"], {"metadata": {"annotations": {
-                    "volcano.sh/node-vgpu-register": value,
-                    "volcano.sh/node-vgpu-handshake": "Reported " + stamp}}})
-        for dummy in range(20):
-            if not running["on"]:
-                break
-            time.sleep(1)
-
-
-def wait_vgpu_registered(nodes, timeout=60):
-    from kubernetes import client  # pylint: disable=import-outside-toplevel
-
-    api = client.CoreV1Api(kube())
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        done = all(api.read_node(n["name"]).status.allocatable.get("volcano.sh/vgpu-number")
-                   for n in nodes if n.get("gpus"))
-        if done:
+    def ensure_default_queue(self):
+        if not self.children["vc-webhook-manager"].alive() and self.deployment("volcano-admission") is not None:
             return
-        time.sleep(1)
-    raise SystemExit("the emulated device plugin did not register the GPU nodes within %d s" % timeout)
+        try:
+            self.objects.get_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", "default")
+        except self.client.exceptions.ApiException as exc:
+            if exc.status == 404:
+                try:
+                    self.objects.create_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues",
+                                                              DEFAULT_QUEUE)
+                except self.client.exceptions.ApiException as create_exc:
+                    log("controller: default queue not created yet: %s" % create_exc.reason)
+
+    # --- emulated volcano-vgpu-device-plugin ---
+
+    def plugin_settings(self, pod, node_name):
+        """What the plugin in this pod read at its start (config is read once; a changed ConfigMap needs a restart)."""
+        container = next((c for c in pod.spec.containers if "volcano-vgpu-device-plugin" in (c.image or "")
+                          and "volcano-vgpu-monitor" not in " ".join((c.command or []) + (c.args or []))), None)
+        if container is None:
+            return None
+        version = vgpu.image_version(container.image)
+        device_text = None
+        for namespace in ("kube-system", "volcano-system"):  # the plugin's own lookup order
+            device_text = self.configmap_text(namespace, "volcano-vgpu-device-config", "device-config.yaml")
+            if device_text is not None:
+                break
+        device = (yaml.safe_load(device_text) or {}).get("nvidia") if device_text is not None else None
+        node_cfg = None
+        cm_name, dummy = _mounted_configmap(pod, container, "/config/config.json")
+        if cm_name:
+            text = self.configmap_text(pod.metadata.namespace, cm_name, "config.json")
+            node_cfg = json.loads(text) if text else None
+        try:
+            return vgpu.resolve_config(node_name, device, node_cfg, (container.command or [])[1:] + (container.args or []),
+                                       version)
+        except (vgpu.PluginConfigError, ValueError) as exc:
+            log("controller: plugin pod %s on %s would fail: %s" % (pod.metadata.name, node_name, exc))
+            return {"error": str(exc)}
+
+    def sync_device_plugin(self):
+        active = {}
+        for ds in self.apps.list_daemon_set_for_all_namespaces().items:
+            images = [c.image or "" for c in ds.spec.template.spec.containers]
+            if not any("volcano-vgpu-device-plugin" in image for image in images):
+                continue
+            selector = ",".join("%s=%s" % kv for kv in (ds.spec.selector.match_labels or {}).items())
+            for pod in self.core.list_namespaced_pod(ds.metadata.namespace, label_selector=selector).items:
+                if pod.status.phase != "Running" or pod.metadata.deletion_timestamp is not None:
+                    continue
+                node_name = pod.spec.node_name
+                if node_name not in self.hardware:
+                    continue  # a node without GPUs: the real plugin would crash-loop on NVML init
+                if pod.metadata.uid not in self.plugin_pods:
+                    self.plugin_pods[pod.metadata.uid] = self.plugin_settings(pod, node_name)
+                if self.plugin_pods[pod.metadata.uid]:
+                    active[node_name] = self.plugin_pods[pod.metadata.uid]
+        refresh = time.time() - self.last_refresh >= self.refresh
+        stamp = time.strftime("%Y.%m.%d %H:%M:%S")
+        for node_name, settings in sorted(active.items()):
+            if "error" in settings:
+                continue
+            value, resources = vgpu.registration(node_gpus(node_name, self.hardware[node_name]), settings)
+            resources = {k: str(v) for k, v in resources.items()}
+            node = self.core.read_node(node_name)
+            annotations = node.metadata.annotations or {}
+            if any(node.status.allocatable.get(k) != v for k, v in resources.items()):
+                self.core.patch_node_status(node_name, {"status": {"capacity": resources, "allocatable": resources}})
+                log("controller: %s registers %s" % (node_name, resources))
+            patch = {}
+            if annotations.get("volcano.sh/node-vgpu-register") != value:
+                patch["volcano.sh/node-vgpu-register"] = value
+            # The handshake of all GPU nodes is refreshed together: each refresh makes Volcano 1.10 rebuild the node's
+            # device accounting, which is what clears vGPUs its deviceshare plugin leaks while a gang cannot fit yet
+            # (predicates' Allocate mutates the device state shared with the cache; Release is a no-op).
+            if refresh or patch or not annotations.get("volcano.sh/node-vgpu-handshake", "").startswith(
+                    ("Reported", "Requesting")):
+                patch["volcano.sh/node-vgpu-handshake"] = "Reported " + stamp
+            if patch:
+                self.core.patch_node(node_name, {"metadata": {"annotations": patch}})
+        if refresh:
+            self.last_refresh = time.time()
+        live = {p.metadata.uid for p in self.core.list_pod_for_all_namespaces(
+            field_selector="status.phase=Running").items}
+        for uid in set(self.plugin_pods) - live:
+            del self.plugin_pods[uid]
+
+    def run(self):
+        running = {"on": True}
+        signal.signal(signal.SIGTERM, lambda *a: running.update(on=False))
+        while running["on"]:
+            for step in (self.sync_admission, self.sync_controller_manager, self.sync_scheduler,
+                         self.ensure_default_queue, self.sync_device_plugin):
+                try:
+                    step()
+                except Exception as exc:  # pylint: disable=broad-except  # keep controlling; the log tells
+                    log("controller: %s failed: %s" % (step.__name__, exc))
+            self.save()
+            time.sleep(1)
+        for child in self.children.values():
+            child.stop()
+        self.save()
+
+
+def node_gpus(node_name, gpus):
+    """The simulated hardware of a node as NVML would list it (stable UUIDs derived from the node name)."""
+    return [{"uuid": "GPU-%08x-0000-4000-8000-%012d" % (zlib.crc32(node_name.encode()), index), "index": index,
+             "model": gpus["model"], "memory_mib": gpus["memory_mib"]} for index in range(gpus["count"])]
+
+
+def controller(args):
+    LabController(args.refresh).run()
 
 
 def create_nodes(nodes):
@@ -403,7 +710,10 @@ def down(_args):
         log("nothing to stop")
         return
     state = json.loads(state_file.read_text())
-    for name, pid in reversed(list(state["pids"].items())):
+    # The controller's children first (it stops them itself on SIGTERM, but not if it was killed).
+    children = [("%s (controller child)" % name, child["pid"])
+                for name, child in read_json(LAB / "children.json").items() if child.get("pid")]
+    for name, pid in children + list(reversed(list(state["pids"].items()))):
         try:
             os.killpg(pid, signal.SIGTERM)
         except ProcessLookupError:
@@ -429,6 +739,8 @@ def status(_args):
     for name, pid in state["pids"].items():
         alive = os.path.exists("/proc/%d" % pid)
         print("%-24s pid %-8d %s" % (name, pid, "running" if alive else "GONE"))
+    for name, child in read_json(LAB / "children.json").items():
+        print("%-24s pid %-8s %s" % (name, child.get("pid") or "-", "running" if child.get("ready") else "not running"))
     print("KUBECONFIG=%s" % state["kubeconfig"])
     return 0
 
@@ -438,12 +750,14 @@ def main(argv=None):
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_up = sub.add_parser("up")
     p_up.add_argument("--nodes", default=str(HERE / "nodes.yml"))
+    p_up.add_argument("--bare", action="store_true", help="do not install Volcano (the volcano role will)")
     sub.add_parser("down")
     sub.add_parser("status")
-    p_emulate = sub.add_parser("emulate-device-plugin")
-    p_emulate.add_argument("--nodes", default=str(HERE / "nodes.yml"))
+    p_controller = sub.add_parser("controller")
+    p_controller.add_argument("--refresh", type=float, default=5.0,
+                              help="seconds between handshake refreshes of all GPU nodes (the plugin: 30)")
     args = parser.parse_args(argv)
-    return {"up": up, "down": down, "status": status, "emulate-device-plugin": emulate}[args.cmd](args) or 0
+    return {"up": up, "down": down, "status": status, "controller": controller}[args.cmd](args) or 0
 
 
 if __name__ == "__main__":

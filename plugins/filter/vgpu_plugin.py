@@ -1,0 +1,65 @@
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: vgpu_plugin_plan
+short_description: Per-node vGPU settings of role device_plugin, from inventory host and group vars
+version_added: 0.1.0
+author: gpufleet maintainers (@gpufleet)
+description:
+  - Reads each GPU host's split count, core scaling, operating mode, device filters and GPUs (measured by
+    gpu_verify, else declared in C(device_plugin_gpus)), applies C(device_plugin_node_overrides), computes
+    gpuMemoryFactor from the largest node, and returns the rendered ConfigMap contents and the registration every
+    node must reach.
+options:
+  _input:
+    description: >-
+      Dict with C(hosts) (inventory hosts), C(defaults) (split, core_scaling, mode), C(overrides), C(memory_factor)
+      (auto or an integer), C(device_config) and C(version).
+    type: dict
+    required: true
+  hostvars:
+    description: Ansible's C(hostvars), or a dict of host to variables.
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Plan the plugin configuration
+  ansible.builtin.set_fact:
+    plan: >-
+      {{ {'hosts': groups['gpu_nodes'], 'defaults': {'split': 2}, 'overrides': {}, 'memory_factor': 'auto',
+          'device_config': {}, 'version': 'v1.12.0'} | gpufleet.vgpu.vgpu_plugin_plan(hostvars) }}
+"""
+
+RETURN = r"""
+_value:
+  description: >-
+    C(errors) (nothing else when not empty), C(memory_factor), C(device_config), C(node_config) (JSON text),
+    C(expected) (per node vgpu-number/-memory/-cores), C(legacy), C(split_groups) and C(node_names).
+  type: dict
+"""
+
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _vgpu_plugin as vp
+
+
+def vgpu_plugin_plan(settings, hostvars):
+    return vp.plan(settings, hostvars)
+
+
+def vgpu_registration_check(nodes, expected):
+    return vp.check_registration(nodes, expected)
+
+
+def vgpu_conflicting_daemonsets(daemonsets, listed, image_pattern):
+    return vp.conflicting_daemonsets(daemonsets, listed, image_pattern)
+
+
+class FilterModule:
+    """vGPU device plugin filters."""
+
+    def filters(self):
+        return {"vgpu_plugin_plan": vgpu_plugin_plan, "vgpu_registration_check": vgpu_registration_check,
+                "vgpu_conflicting_daemonsets": vgpu_conflicting_daemonsets}

@@ -1,0 +1,69 @@
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: volcano_plan
+short_description: Validate and build the Volcano scheduler, admission and chart settings of role volcano
+version_added: 0.1.0
+author: gpufleet maintainers (@gpufleet)
+description:
+  - Validates the structured scheduler settings (actions, tiers, deviceshare, binpack) and returns the scheduler
+    configuration, the admission configuration, the chart's C(enabled_admissions) string and a hash of the
+    configuration that rolls the scheduler when it changes.
+options:
+  _input:
+    description: >-
+      Dict with C(actions), C(tiers), C(deviceshare), C(binpack), C(admission_namespaces), C(enabled_admissions) and
+      C(scheduler_name).
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Plan the scheduler configuration
+  ansible.builtin.set_fact:
+    plan: >-
+      {{ {'actions': ['enqueue', 'allocate', 'backfill'], 'tiers': volcano_scheduler_tiers,
+          'deviceshare': {'vgpu_enable': true, 'schedule_policy': 'binpack'}, 'binpack': {},
+          'admission_namespaces': ['mljobs'], 'enabled_admissions': ['/jobs/mutate'],
+          'scheduler_name': 'volcano'} | gpufleet.vgpu.volcano_plan }}
+"""
+
+RETURN = r"""
+_value:
+  description: >-
+    C(errors) (list; nothing else when not empty), C(scheduler_conf) and C(admission_conf) (YAML-ready dicts),
+    C(enabled_admissions) (string) and C(config_hash).
+  type: dict
+"""
+
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _volcano_config as vc
+
+
+def volcano_plan(settings):
+    actions, tiers = settings.get("actions") or [], settings.get("tiers") or []
+    deviceshare, binpack = settings.get("deviceshare") or {}, settings.get("binpack") or {}
+    namespaces = settings.get("admission_namespaces") or []
+    errors = vc.validate(actions, tiers, deviceshare, binpack)
+    admissions = settings.get("enabled_admissions") or []
+    for admission in admissions:
+        if not isinstance(admission, str) or not admission.startswith("/"):
+            errors.append("volcano_enabled_admissions: entries are webhook paths such as /jobs/mutate, got %r"
+                          % (admission,))
+    for namespace in namespaces:
+        if not isinstance(namespace, str) or not namespace:
+            errors.append("volcano_admission_namespaces: entries are namespace names, got %r" % (namespace,))
+    if errors:
+        return {"errors": errors}
+    scheduler_conf = vc.scheduler_conf(actions, tiers, deviceshare, binpack)
+    admission_conf = vc.admission_conf(namespaces, settings.get("scheduler_name") or "volcano")
+    return {"errors": [], "scheduler_conf": scheduler_conf, "admission_conf": admission_conf,
+            "enabled_admissions": vc.enabled_admissions(admissions, namespaces),
+            "config_hash": vc.config_hash(scheduler_conf)}
+
+
+class FilterModule:
+    def filters(self):
+        return {"volcano_plan": volcano_plan}

@@ -1,0 +1,344 @@
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""What Project-HAMi's volcano-vgpu-device-plugin registers for a node, and the settings gpufleet renders for it.
+
+Pure functions, no Ansible: used by the ``device_plugin`` role's filters (expected registration, gpuMemoryFactor,
+rendered ConfigMaps) and by the local lab's emulated plugin, so both agree on one reading of the plugin's code:
+
+- v1.12.0+: ``volcano-vgpu-device-config`` (no defaults when missing), command-line flags override it only when
+  given, then the node's entry in ``volcano-vgpu-node-config`` (split count, core scaling, device filters, mode).
+- before v1.12.0: the node ConfigMap is ignored and the flag defaults win over the device ConfigMap (upstream
+  volcano-vgpu-device-plugin#87 and #119) - hence the one-DaemonSet-per-split-count fallback.
+- kubelet drops a device list above ~60000 entries (upstream #145): ``volcano.sh/vgpu-memory`` then reads 0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+
+# kubelet's gRPC message limit expressed as device entries (upstream volcano-vgpu-device-plugin#145).
+DEVICE_ENTRY_LIMIT = 60000
+NODE_CONFIG_VERSION = (1, 12, 0)
+FLAG_DEFAULTS = {"split": 2, "memory_factor": 1, "core_scaling": 1.0}
+OPERATING_MODES = ("hami-core", "mig")
+SPLIT_LABEL = "gpufleet.io/vgpu-split"
+SCHEDULE_POLICIES = ("binpack", "spread")
+
+DEVICE_CONFIG_DEFAULTS = {
+    "resourceCountName": "volcano.sh/vgpu-number",
+    "resourceMemoryName": "volcano.sh/vgpu-memory",
+    "resourceMemoryPercentageName": "volcano.sh/vgpu-memory-percentage",
+    "resourceCoreName": "volcano.sh/vgpu-cores",
+    "overwriteEnv": False,
+    "defaultMemory": 0,
+    "defaultCores": 0,
+    "defaultGPUNum": 1,
+    "deviceSplitCount": 10,
+    "deviceMemoryScaling": 1,
+    "deviceCoreScaling": 1,
+    "gpuMemoryFactor": 1,
+    "disableCoreLimit": False,
+    "knownMigGeometries": [],
+}
+
+
+class PluginConfigError(ValueError):
+    """The plugin would refuse to start (or crash) with this configuration."""
+
+
+def image_version(image):
+    """'docker.io/projecthami/volcano-vgpu-device-plugin:v1.12.0' -> (1, 12, 0); None when the tag is no version."""
+    match = re.search(r":v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+@].*)?$", image or "")
+    if not match:
+        return None
+    return tuple(int(part or 0) for part in match.groups())
+
+
+def _flag(args, name):
+    """Value of --name=value or --name value in a container's args, or None when the flag is not given."""
+    args = list(args or [])
+    for index, arg in enumerate(args):
+        if arg.startswith("--%s=" % name):
+            return arg.split("=", 1)[1]
+        if arg == "--%s" % name and index + 1 < len(args):
+            return args[index + 1]
+    return None
+
+
+def resolve_config(node_name, device_config, node_config, args, version):
+    """Effective settings of the plugin on one node.
+
+    device_config: the parsed ``nvidia:`` section of volcano-vgpu-device-config, or None when the ConfigMap is missing.
+    node_config: the parsed config.json of volcano-vgpu-node-config ({"nodeconfig": [...]}) or None.
+    args: the plugin container's args. version: tuple from image_version() or None (treated as current).
+    """
+    modern = version is None or version >= NODE_CONFIG_VERSION
+    if modern:
+        if device_config is None:
+            raise PluginConfigError("volcano-vgpu-device-config is missing: plugin v1.12.0 has no defaults for it "
+                                    "(gpuMemoryFactor 0 divides by zero)")
+        split = device_config.get("deviceSplitCount")
+        factor = device_config.get("gpuMemoryFactor")
+        cores = device_config.get("deviceCoreScaling", 1)
+    else:
+        split, factor, cores = (FLAG_DEFAULTS["split"], FLAG_DEFAULTS["memory_factor"], FLAG_DEFAULTS["core_scaling"])
+    for key, flag, cast in (("split", "device-split-count", int), ("factor", "gpu-memory-factor", int),
+                            ("cores", "device-cores-scaling", float)):
+        given = _flag(args, flag)
+        if given is not None:
+            if key == "split":
+                split = cast(given)
+            elif key == "factor":
+                factor = cast(given)
+            else:
+                cores = cast(given)
+    settings = {"split": split, "memory_factor": factor, "core_scaling": cores, "mode": "hami-core",
+                "filter_uuid": [], "filter_index": [], "node_config_applied": False}
+    if modern and node_config:
+        for entry in node_config.get("nodeconfig") or []:
+            if entry.get("name") != node_name:
+                continue
+            settings["node_config_applied"] = True
+            if entry.get("devicesplitcount"):
+                settings["split"] = int(entry["devicesplitcount"])
+            if entry.get("devicecorescaling"):
+                settings["core_scaling"] = float(entry["devicecorescaling"])
+            if entry.get("operatingmode"):
+                settings["mode"] = entry["operatingmode"]
+            filters = entry.get("filterdevices") or {}
+            settings["filter_uuid"] = list(filters.get("uuid") or [])
+            settings["filter_index"] = [int(i) for i in filters.get("index") or []]
+    if not isinstance(settings["memory_factor"], int) or settings["memory_factor"] < 1:
+        raise PluginConfigError("gpuMemoryFactor must be an integer >= 1, got %r" % (settings["memory_factor"],))
+    if not isinstance(settings["split"], int) or settings["split"] < 1:
+        raise PluginConfigError("deviceSplitCount must be an integer >= 1, got %r" % (settings["split"],))
+    return settings
+
+
+def registration(gpus, settings):
+    """Annotation value of volcano.sh/node-vgpu-register and the node's extended resources.
+
+    gpus: [{"uuid", "index", "model", "memory_mib"}] as NVML reports them. Filtered devices are left out.
+    """
+    factor = settings["memory_factor"]
+    kept = [g for g in gpus if g["uuid"] not in settings["filter_uuid"] and g["index"] not in settings["filter_index"]]
+    entries = ["%s,%d,%d,NVIDIA-%s,true,%s" % (g["uuid"], settings["split"], g["memory_mib"] // factor, g["model"],
+                                               settings["mode"]) for g in kept]
+    memory_units = sum(g["memory_mib"] // factor for g in kept)
+    resources = {
+        "volcano.sh/vgpu-number": len(kept) * settings["split"],
+        # One fake device per unit: past kubelet's limit the whole list is dropped and the resource reads 0.
+        "volcano.sh/vgpu-memory": memory_units if memory_units <= DEVICE_ENTRY_LIMIT else 0,
+        "volcano.sh/vgpu-cores": int(len(kept) * 100 * settings["core_scaling"]),
+    }
+    return ":".join(entries) + ":" if entries else "", resources
+
+
+def memory_factor(node_totals_mib, limit=DEVICE_ENTRY_LIMIT):
+    """Smallest gpuMemoryFactor that keeps every node's vgpu-memory device list within kubelet's limit."""
+    largest = max([int(t) for t in node_totals_mib] or [0])
+    return max(1, math.ceil((largest + 1) / limit)) if largest > limit else 1
+
+
+def device_config(overrides=None):
+    """The complete ``nvidia:`` section of volcano-vgpu-device-config (v1.12.0 has no defaults for missing keys)."""
+    merged = dict(DEVICE_CONFIG_DEFAULTS)
+    unknown = sorted(set(overrides or {}) - set(DEVICE_CONFIG_DEFAULTS) - {"resourcePriorityName", "passDeviceSpecs"})
+    if unknown:
+        raise PluginConfigError("unknown device-config key(s): %s; allowed: %s"
+                                % (", ".join(unknown), ", ".join(sorted(DEVICE_CONFIG_DEFAULTS))))
+    merged.update(overrides or {})
+    return merged
+
+
+def node_config(nodes):
+    """config.json of volcano-vgpu-node-config from {node: {split, core_scaling, mode, filter_uuid, filter_index}}."""
+    entries = []
+    for name in sorted(nodes):
+        spec = nodes[name]
+        entry = {"name": name, "operatingmode": spec.get("mode", "hami-core"),
+                 "devicesplitcount": int(spec["split"]), "devicecorescaling": float(spec.get("core_scaling", 1)),
+                 "migstrategy": "none",
+                 "filterdevices": {"uuid": list(spec.get("filter_uuid", [])),
+                                   "index": [int(i) for i in spec.get("filter_index", [])]}}
+        entries.append(entry)
+    return json.dumps({"nodeconfig": entries}, indent=2, sort_keys=True)
+
+
+def validate_node_settings(name, spec):
+    """Messages for one node's split settings (empty when valid); names the node and the allowed values."""
+    errors = []
+    split = spec.get("split")
+    if not isinstance(split, int) or isinstance(split, bool) or not 1 <= split <= 100:
+        errors.append("node %s: split must be an integer from 1 to 100, got %r" % (name, split))
+    scaling = spec.get("core_scaling", 1)
+    if isinstance(scaling, bool) or not isinstance(scaling, (int, float)) or scaling <= 0:
+        errors.append("node %s: core_scaling must be a number > 0, got %r" % (name, scaling))
+    mode = spec.get("mode", "hami-core")
+    if mode not in OPERATING_MODES:
+        errors.append("node %s: mode must be one of %s, got %r" % (name, ", ".join(OPERATING_MODES), mode))
+    return errors
+
+
+HOST_KEYS = {
+    "node_name": "device_plugin_node_name",
+    "split": "device_plugin_split_count",
+    "core_scaling": "device_plugin_core_scaling",
+    "mode": "device_plugin_operating_mode",
+    "filter_uuid": "device_plugin_filter_uuids",
+    "filter_index": "device_plugin_filter_indexes",
+}
+OVERRIDE_KEYS = ("split", "core_scaling", "mode", "filter_uuid", "filter_index")
+
+
+def host_gpus(hostvars):
+    """A host's GPUs: what gpu_verify read through NVML, else what the inventory declares (device_plugin_gpus)."""
+    measured = hostvars.get("gpu_verify_inventory") or {}
+    if measured.get("gpus"):
+        return [{"uuid": g.get("uuid") or "GPU-index-%d" % g["index"], "index": g["index"],
+                 "model": g.get("name") or "unknown", "memory_mib": int(g.get("memory_total_mib") or 0)}
+                for g in measured["gpus"]]
+    declared = hostvars.get("device_plugin_gpus") or {}
+    if declared.get("count"):
+        return [{"uuid": "GPU-index-%d" % i, "index": i, "model": declared.get("model", "unknown"),
+                 "memory_mib": int(declared["memory_mib"])} for i in range(int(declared["count"]))]
+    return []
+
+
+def plan(settings, hostvars):
+    """Everything the device_plugin role renders and then expects, from the inventory.
+
+    settings: {hosts, defaults: {split, core_scaling, mode}, overrides: {node: {...}}, memory_factor ('auto' or int),
+    device_config: {...overrides}, version}. hostvars: {host: vars} (Ansible's hostvars or plain dicts).
+    """
+    errors, nodes = [], {}
+    defaults = settings.get("defaults") or {}
+    for host in settings.get("hosts") or []:
+        hv = hostvars.get(host) or {}
+        name = hv.get(HOST_KEYS["node_name"]) or host
+        spec = {"host": host, "gpus": host_gpus(hv)}
+        for key in OVERRIDE_KEYS:
+            value = hv.get(HOST_KEYS[key])
+            spec[key] = value if value not in (None, "") else defaults.get(key)
+        spec["filter_uuid"] = list(spec.get("filter_uuid") or [])
+        spec["filter_index"] = list(spec.get("filter_index") or [])
+        spec["core_scaling"] = spec.get("core_scaling") if spec.get("core_scaling") is not None else 1
+        spec["mode"] = spec.get("mode") or "hami-core"
+        if not spec["gpus"]:
+            errors.append("node %s (host %s): no GPUs known - run gpu_verify on it first or declare "
+                          "device_plugin_gpus: {count, model, memory_mib}" % (name, host))
+        nodes[name] = spec
+    for name, override in sorted((settings.get("overrides") or {}).items()):
+        if name not in nodes:
+            errors.append("device_plugin_node_overrides names %s, which is not a GPU node of the inventory "
+                          "(known: %s)" % (name, ", ".join(sorted(nodes)) or "none"))
+            continue
+        unknown = sorted(set(override or {}) - set(OVERRIDE_KEYS))
+        if unknown:
+            errors.append("device_plugin_node_overrides.%s: unknown key(s) %s; allowed: %s"
+                          % (name, ", ".join(unknown), ", ".join(OVERRIDE_KEYS)))
+        nodes[name].update({k: v for k, v in (override or {}).items() if k in OVERRIDE_KEYS})
+    for name in sorted(nodes):
+        errors.extend(validate_node_settings(name, nodes[name]))
+    factor = settings.get("memory_factor", "auto")
+    if factor == "auto":
+        factor = memory_factor([sum(g["memory_mib"] for g in n["gpus"]) for n in nodes.values()])
+    elif isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
+        errors.append("device_plugin_gpu_memory_factor must be 'auto' or an integer >= 1, got %r" % (factor,))
+    version = image_version("x:%s" % settings.get("version", ""))
+    if version is None:
+        errors.append("device_plugin_version must look like v1.12.0, got %r" % (settings.get("version"),))
+    try:
+        overrides = dict(settings.get("device_config") or {})
+        config = device_config(overrides) if not errors else None
+    except PluginConfigError as exc:
+        errors.append("device_plugin_device_config: %s" % exc)
+    if errors:
+        return {"errors": errors}
+    config["gpuMemoryFactor"] = factor
+    config["deviceSplitCount"] = int(defaults.get("split") or config["deviceSplitCount"])
+    config["deviceCoreScaling"] = defaults.get("core_scaling") or config["deviceCoreScaling"]
+    legacy = version < NODE_CONFIG_VERSION
+    expected, groups = {}, {}
+    for name in sorted(nodes):
+        spec = nodes[name]
+        effective = {"split": int(spec["split"]), "memory_factor": factor, "core_scaling": float(spec["core_scaling"]),
+                     "mode": spec["mode"], "filter_uuid": spec["filter_uuid"],
+                     "filter_index": [int(i) for i in spec["filter_index"]]}
+        if legacy:
+            # Before v1.12 only flags count: one DaemonSet per split count; filters and modes are not available.
+            effective.update(mode="hami-core", filter_uuid=[], filter_index=[])
+            groups.setdefault(effective["split"], []).append(name)
+        dummy, resources = registration(spec["gpus"], effective)
+        expected[name] = dict(resources, host=spec["host"], gpus=len(spec["gpus"]), split=effective["split"],
+                              memory_mib=sum(g["memory_mib"] for g in spec["gpus"]))
+        if resources["volcano.sh/vgpu-memory"] == 0:
+            errors.append("node %s: %d memory units exceed kubelet's device-list limit (%d) even with "
+                          "gpuMemoryFactor %d; raise device_plugin_gpu_memory_factor"
+                          % (name, expected[name]["memory_mib"] // factor, DEVICE_ENTRY_LIMIT, factor))
+    if errors:
+        return {"errors": errors}
+    node_cfg = node_config({n: nodes[n] for n in nodes})
+    label = dict(settings.get("node_label") or {"gpufleet.io/gpu": "true"})
+    if legacy:
+        # Before v1.12 only flags count: the article's workaround, one DaemonSet per split count on nodes labelled
+        # with it.
+        daemonsets = [{"name": "volcano-device-plugin-split-%d" % split, "nodes": groups[split],
+                       "node_selector": dict(label, **{SPLIT_LABEL: str(split)}),
+                       "args": ["--device-split-count=%d" % split, "--gpu-memory-factor=%d" % factor]}
+                      for split in sorted(groups)]
+    else:
+        daemonsets = [{"name": "volcano-device-plugin", "nodes": sorted(nodes), "node_selector": label, "args": []}]
+    node_labels = {name: dict(label, **({SPLIT_LABEL: str(expected[name]["split"])} if legacy else {}))
+                   for name in sorted(nodes)}
+    return {"errors": [], "memory_factor": factor, "device_config": config, "node_config": node_cfg,
+            "expected": expected, "legacy": legacy, "daemonsets": daemonsets, "node_labels": node_labels,
+            "node_names": sorted(nodes),
+            "config_hash": hashlib.sha256(json.dumps([config, node_cfg, daemonsets], sort_keys=True).encode())
+            .hexdigest()[:16]}
+
+
+def check_registration(nodes, expected):
+    """Compare Node objects (dicts as k8s_info returns them) with plan()['expected']; one line per problem."""
+    seen = {n["metadata"]["name"]: n for n in nodes}
+    problems = []
+    for name in sorted(expected):
+        want = expected[name]
+        node = seen.get(name)
+        if node is None:
+            problems.append("node %s: not in the cluster (device_plugin_node_name of host %s?)" % (name, want["host"]))
+            continue
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        for resource in ("volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores"):
+            have = allocatable.get(resource)
+            if str(have) != str(want[resource]):
+                problems.append("node %s: %s is %s, expected %s (%d GPUs x split %d)"
+                                % (name, resource, have if have is not None else "missing", want[resource],
+                                   want["gpus"], want["split"]))
+    return {"ok": not problems, "problems": problems}
+
+
+def conflicting_daemonsets(daemonsets, listed, image_pattern):
+    """DaemonSets (dicts as k8s_info returns them) that are another GPU device plugin: named in `listed`
+    ([{namespace, name}]) or running an image matching `image_pattern`; gpufleet's own are never returned."""
+    wanted = {(item.get("namespace"), item.get("name")) for item in listed or []}
+    pattern = re.compile(image_pattern) if image_pattern else None
+    found = []
+    for ds in daemonsets or []:
+        meta = ds.get("metadata") or {}
+        if (meta.get("labels") or {}).get("gpufleet.io/component") == "device-plugin":
+            continue
+        key = (meta.get("namespace"), meta.get("name"))
+        images = [c.get("image") or "" for c in (((ds.get("spec") or {}).get("template") or {}).get("spec") or {})
+                  .get("containers") or []]
+        if key in wanted:
+            found.append({"namespace": key[0], "name": key[1], "reason": "listed in device_plugin_conflicting_daemonsets"})
+        elif pattern and any(pattern.search(image) for image in images):
+            found.append({"namespace": key[0], "name": key[1],
+                          "reason": "image %s matches device_plugin_conflicting_image_pattern"
+                          % next(i for i in images if pattern.search(i))})
+    return found

@@ -1,0 +1,73 @@
+"""One local lab for all end-to-end lab tests (session scope), brought up from scratch and torn down at the end."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+from kubernetes import client, config, utils
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+LAB = [sys.executable, str(ROOT / "tools" / "lab" / "lab.py")]
+GPU_NODES = ("rig01", "rig02")
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory):
+    labdir = tmp_path_factory.mktemp("lab") / "state"
+    env = dict(os.environ, GPUFLEET_LAB_DIR=str(labdir))
+    subprocess.run(LAB + ["up"], env=env, check=True)
+    state = json.loads((labdir / "state.json").read_text())
+    children = {}
+    try:
+        children = json.loads((labdir / "children.json").read_text())
+        yield {"dir": labdir, "env": env, "state": state,
+               "api": config.new_client_from_config(str(labdir / "kubeconfig"))}
+    finally:
+        subprocess.run(LAB + ["down"], env=env, check=True)
+        # Nothing the lab started may survive it, and its state is gone.
+        pids = list(state["pids"].values()) + [c["pid"] for c in children.values() if c.get("pid")]
+        assert not [pid for pid in pids if os.path.exists("/proc/%d" % pid)]
+        assert not labdir.exists()
+
+
+@pytest.fixture(scope="session")
+def plugin(lab):
+    """The minimal plugin deployment of plugin-fixture.yaml on the labelled GPU nodes, registered by the emulator."""
+    core = client.CoreV1Api(lab["api"])
+    for name in GPU_NODES:
+        core.patch_node(name, {"metadata": {"labels": {"gpufleet.io/gpu": "true"}}})
+    utils.create_from_yaml(lab["api"], str(pathlib.Path(__file__).with_name("plugin-fixture.yaml")))
+    wait_for(lambda: all(core.read_node(n).status.allocatable.get("volcano.sh/vgpu-number") == "10"
+                         for n in GPU_NODES) or [core.read_node(n).status.allocatable for n in GPU_NODES],
+             90, "both GPU nodes registered with 10 vGPUs")
+    return lab
+
+
+def vgpu_pod_spec(memory_units=2000, scheduler_name="volcano"):
+    """One vGPU; memory in request units (gpuMemoryFactor 3 in the fixture: 2000 units = 6000 MiB)."""
+    spec = {"containers": [{"name": "cuda", "image": "registry.invalid/cuda:1",
+                            "resources": {"limits": {"volcano.sh/vgpu-number": "1",
+                                                     "volcano.sh/vgpu-memory": str(memory_units)}}}]}
+    if scheduler_name:
+        spec["schedulerName"] = scheduler_name
+    return spec
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = predicate()
+        if last is True:
+            return
+        time.sleep(1)
+    pytest.fail("%s not reached within %d s (last: %r)" % (what, timeout, last))
+
+
+def nodes_file():
+    return yaml.safe_load((ROOT / "tools" / "lab" / "nodes.yml").read_text())["nodes"]
