@@ -143,7 +143,7 @@ def binpack_arguments(binpack):
             args["binpack.%s" % key] = binpack[key]
     resources = binpack.get("resources") or {}
     if resources:
-        args["binpack.resources"] = ", ".join(sorted(resources))
+        args["binpack.resources"] = ",".join(sorted(resources))
         for name in sorted(resources):
             args["binpack.resources.%s" % name] = resources[name]
     return args

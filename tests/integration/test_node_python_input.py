@@ -5,7 +5,7 @@ import pathlib
 
 import pytest
 
-from conftest import failed_messages, run_playbook
+from helpers import failed_messages, run_playbook
 
 PLAYBOOK = pathlib.Path(__file__).parent / "playbooks" / "node_python.yml"
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, failed_messages, run_playbook
+from helpers import ROOT, failed_messages, run_playbook
 
 PLAYBOOK = pathlib.Path(__file__).parent / "playbooks" / "gpu_verify.yml"
 FIXTURES = ROOT / "tests" / "fixtures" / "nvml"

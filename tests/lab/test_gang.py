@@ -10,7 +10,7 @@ import time
 
 from kubernetes import client
 
-from conftest import vgpu_pod_spec, wait_for
+from labkit import vgpu_pod_spec, wait_for
 
 
 def test_gang_job_waits_for_enough_vgpus_then_runs_whole(plugin):

@@ -5,7 +5,7 @@ import time
 
 from kubernetes import client
 
-from conftest import GPU_NODES, nodes_file, vgpu_pod_spec, wait_for
+from labkit import GPU_NODES, nodes_file, vgpu_pod_spec, wait_for
 
 
 def test_nodes_from_the_inventory(lab):

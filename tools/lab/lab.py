@@ -19,7 +19,6 @@ see README.md); its chart and CRDs come from the same module.
 from __future__ import annotations
 
 import argparse
-import base64
 import datetime
 import ipaddress
 import json

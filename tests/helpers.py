@@ -1,4 +1,4 @@
-"""Shared pytest helpers for gpufleet's unit and integration tests."""
+"""Helpers shared by gpufleet's tests: running playbooks with the JSON callback and reading their results."""
 
 import json
 import os

@@ -1,0 +1,162 @@
+"""Table tests for the vGPU plugin logic shared by role device_plugin and the lab's emulated plugin."""
+
+import json
+
+import pytest
+
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _vgpu_plugin as vp
+
+FULL = vp.device_config({"deviceSplitCount": 4, "gpuMemoryFactor": 3})
+RIG01 = [{"uuid": "GPU-a%d" % i, "index": i, "model": "NVIDIA GeForce RTX 4090", "memory_mib": 24564} for i in range(5)]
+
+
+@pytest.mark.parametrize("image, version", [
+    ("docker.io/projecthami/volcano-vgpu-device-plugin:v1.12.0", (1, 12, 0)),
+    ("projecthami/volcano-vgpu-device-plugin:v1.11.0", (1, 11, 0)),
+    ("registry:5000/hami/plugin:1.9", (1, 9, 0)),
+    ("projecthami/volcano-vgpu-device-plugin:latest", None),
+    ("projecthami/volcano-vgpu-device-plugin", None),
+])
+def test_image_version(image, version):
+    assert vp.image_version(image) == version
+
+
+@pytest.mark.parametrize("node_config, args, version, want", [
+    # v1.12: the device ConfigMap, then flags that are given, then the node's entry.
+    (None, [], (1, 12, 0), {"split": 4, "memory_factor": 3}),
+    (None, ["--device-split-count=6"], (1, 12, 0), {"split": 6, "memory_factor": 3}),
+    ({"nodeconfig": [{"name": "rig01", "devicesplitcount": 8}]}, ["--device-split-count", "6"], (1, 12, 0),
+     {"split": 8, "node_config_applied": True}),
+    ({"nodeconfig": [{"name": "other", "devicesplitcount": 8}]}, [], (1, 12, 0), {"split": 4}),
+    ({"nodeconfig": [{"name": "rig01", "filterdevices": {"index": [0, 1]}, "operatingmode": "mig"}]}, [], None,
+     {"filter_index": [0, 1], "mode": "mig"}),
+    # before v1.12: the node ConfigMap is ignored and the flag defaults beat the device ConfigMap (#87, #119).
+    ({"nodeconfig": [{"name": "rig01", "devicesplitcount": 8}]}, [], (1, 11, 0),
+     {"split": 2, "memory_factor": 1, "node_config_applied": False}),
+    (None, ["--device-split-count=3", "--gpu-memory-factor=2"], (1, 11, 0), {"split": 3, "memory_factor": 2}),
+])
+def test_resolve_config(node_config, args, version, want):
+    settings = vp.resolve_config("rig01", FULL, node_config, args, version)
+    assert {k: settings[k] for k in want} == want
+
+
+@pytest.mark.parametrize("device, message", [
+    (None, "no defaults"),
+    (dict(FULL, gpuMemoryFactor=0), "gpuMemoryFactor must be an integer >= 1"),
+    (dict(FULL, deviceSplitCount=0), "deviceSplitCount must be an integer >= 1"),
+])
+def test_resolve_config_refuses_what_the_plugin_cannot_run(device, message):
+    with pytest.raises(vp.PluginConfigError, match=message):
+        vp.resolve_config("rig01", device, None, [], (1, 12, 0))
+
+
+@pytest.mark.parametrize("settings, number, memory, cores, entries", [
+    ({"split": 2, "memory_factor": 3}, 10, 5 * 8188, 500, 5),
+    ({"split": 10, "memory_factor": 5, "core_scaling": 2.0}, 50, 5 * 4912, 1000, 5),
+    ({"split": 2, "memory_factor": 3, "filter_index": [4], "filter_uuid": ["GPU-a0"]}, 6, 3 * 8188, 300, 3),
+    # Past kubelet's device-list limit the whole memory list is dropped: 5 x 24564 units.
+    ({"split": 2, "memory_factor": 1}, 10, 0, 500, 5),
+])
+def test_registration(settings, number, memory, cores, entries):
+    full = {"split": 2, "memory_factor": 1, "core_scaling": 1.0, "mode": "hami-core", "filter_uuid": [],
+            "filter_index": []}
+    full.update(settings)
+    annotation, resources = vp.registration(RIG01, full)
+    assert resources == {"volcano.sh/vgpu-number": number, "volcano.sh/vgpu-memory": memory,
+                         "volcano.sh/vgpu-cores": cores}
+    assert annotation.count("NVIDIA-NVIDIA GeForce RTX 4090,true,hami-core") == entries
+    assert annotation.endswith(":")
+
+
+@pytest.mark.parametrize("totals, factor", [
+    ([0], 1), ([59999], 1), ([60000], 1), ([81880], 2), ([122820, 81880], 3), ([245640], 5), ([], 1),
+])
+def test_memory_factor(totals, factor):
+    assert vp.memory_factor(totals) == factor
+    assert all(t // factor <= vp.DEVICE_ENTRY_LIMIT for t in totals)
+
+
+def test_device_config_is_complete_and_refuses_unknown_keys():
+    assert set(vp.DEVICE_CONFIG_DEFAULTS) <= set(vp.device_config({}))
+    with pytest.raises(vp.PluginConfigError, match="unknown device-config key"):
+        vp.device_config({"deviceSplitCunt": 3})
+
+
+HOSTVARS = {
+    "rig01": {"device_plugin_gpus": {"count": 5, "model": "NVIDIA GeForce RTX 4090", "memory_mib": 24564}},
+    "rig02": {"device_plugin_split_count": 3, "gpu_verify_inventory": {"gpus": [
+        {"index": i, "uuid": "GPU-b%d" % i, "name": "NVIDIA GeForce RTX 4070 SUPER", "memory_total_mib": 16376}
+        for i in range(5)]}},
+}
+BASE = {"hosts": ["rig01", "rig02"], "defaults": {"split": 2, "core_scaling": 1, "mode": "hami-core"},
+        "overrides": {}, "memory_factor": "auto", "device_config": {}, "version": "v1.12.0"}
+
+
+def test_plan_per_node_from_hostvars():
+    plan = vp.plan(BASE, HOSTVARS)
+    assert plan["errors"] == []
+    assert plan["memory_factor"] == 3
+    assert plan["expected"]["rig01"]["volcano.sh/vgpu-number"] == 10
+    assert plan["expected"]["rig02"]["volcano.sh/vgpu-number"] == 15  # group/host var split 3, measured GPUs
+    assert plan["expected"]["rig02"]["volcano.sh/vgpu-memory"] == 5 * (16376 // 3)
+    nodes = {e["name"]: e for e in json.loads(plan["node_config"])["nodeconfig"]}
+    assert (nodes["rig01"]["devicesplitcount"], nodes["rig02"]["devicesplitcount"]) == (2, 3)
+    assert plan["device_config"]["gpuMemoryFactor"] == 3
+    assert [d["name"] for d in plan["daemonsets"]] == ["volcano-device-plugin"]
+
+
+def test_plan_legacy_version_groups_by_split():
+    plan = vp.plan(dict(BASE, version="v1.11.0"), HOSTVARS)
+    assert plan["legacy"] is True
+    assert [(d["name"], d["nodes"]) for d in plan["daemonsets"]] == [
+        ("volcano-device-plugin-split-2", ["rig01"]), ("volcano-device-plugin-split-3", ["rig02"])]
+    assert "--device-split-count=3" in plan["daemonsets"][1]["args"]
+    assert plan["node_labels"]["rig02"]["gpufleet.io/vgpu-split"] == "3"
+
+
+def test_plan_config_hash_follows_the_settings():
+    one = vp.plan(BASE, HOSTVARS)["config_hash"]
+    assert one == vp.plan(BASE, HOSTVARS)["config_hash"]
+    assert one != vp.plan(dict(BASE, overrides={"rig01": {"split": 4}}), HOSTVARS)["config_hash"]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"overrides": {"rig99": {"split": 3}}}, "names rig99, which is not a GPU node of the inventory"),
+    ({"overrides": {"rig01": {"splits": 3}}}, "unknown key(s) splits"),
+    ({"defaults": {"split": 0}}, "node rig01: split must be an integer from 1 to 100, got 0"),
+    ({"defaults": {"split": 2, "core_scaling": 0}}, "core_scaling must be a number > 0"),
+    ({"defaults": {"split": 2, "mode": "timeslice"}}, "mode must be one of hami-core, mig"),
+    ({"memory_factor": "big"}, "must be 'auto' or an integer >= 1"),
+    ({"memory_factor": 1}, "exceed kubelet's device-list limit"),
+    ({"version": "main"}, "device_plugin_version must look like v1.12.0"),
+    ({"hosts": ["rig01", "gpu-x"]}, "node gpu-x (host gpu-x): no GPUs known"),
+])
+def test_plan_errors_name_the_problem(change, message):
+    errors = vp.plan(dict(BASE, **change), HOSTVARS)["errors"]
+    assert any(message in e for e in errors), errors
+
+
+def test_check_registration_names_the_node():
+    expected = vp.plan(BASE, HOSTVARS)["expected"]
+    full = {"volcano.sh/vgpu-number": "10", "volcano.sh/vgpu-memory": "40940", "volcano.sh/vgpu-cores": "500"}
+    nodes = [{"metadata": {"name": "rig01"}, "status": {"allocatable": full}},
+             {"metadata": {"name": "rig02"}, "status": {"allocatable": {"volcano.sh/vgpu-number": "10"}}}]
+    result = vp.check_registration(nodes, expected)
+    assert not result["ok"]
+    assert result["problems"][0] == "node rig02: volcano.sh/vgpu-number is 10, expected 15 (5 GPUs x split 3)"
+    assert "node rig02: volcano.sh/vgpu-cores is missing" in result["problems"][2]
+    assert vp.check_registration(nodes[:1], {"rig01": expected["rig01"]})["ok"]
+
+
+@pytest.mark.parametrize("daemonset, conflicts", [
+    ({"metadata": {"namespace": "kube-system", "name": "nvidia-device-plugin-daemonset"}}, True),
+    ({"metadata": {"namespace": "gpu", "name": "nvdp"}, "spec": {"template": {"spec": {"containers": [
+        {"image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"}]}}}}, True),
+    ({"metadata": {"namespace": "kube-system", "name": "volcano-device-plugin",
+                   "labels": {"gpufleet.io/component": "device-plugin"}}}, False),
+    ({"metadata": {"namespace": "kube-system", "name": "kube-proxy"}, "spec": {"template": {"spec": {
+        "containers": [{"image": "registry.k8s.io/kube-proxy:v1.35.0"}]}}}}, False),
+])
+def test_conflicting_daemonsets(daemonset, conflicts):
+    listed = [{"namespace": "kube-system", "name": "nvidia-device-plugin-daemonset"}]
+    assert bool(vp.conflicting_daemonsets([daemonset], listed, "k8s-device-plugin")) is conflicts
