@@ -431,9 +431,12 @@ class LabController:  # pylint: disable=too-many-instance-attributes
         self.env = dict(os.environ, KUBECONFIG=str(LAB / "kubeconfig"))  # Volcano's vgpu code reads KUBECONFIG
 
     def save(self):
-        (LAB / "children.json").write_text(json.dumps({
-            name: {"pid": c.proc.pid if c.alive() else None, "ready": c.alive(), "ports": self.ports}
-            for name, c in self.children.items()}, indent=2))
+        state = {name: {"pid": c.proc.pid if c.alive() else None, "ready": c.alive(), "ports": self.ports}
+                 for name, c in self.children.items()}
+        # The apiserver's service proxy only reaches pod IPs, and kwok's pods have none here: clients of the
+        # scheduler's metrics (the smoke test) use this URL in the lab.
+        state["vc-scheduler"]["metrics_url"] = "http://%s:%d/metrics" % (self.host_ip, self.ports["scheduler-metrics"])
+        (LAB / "children.json").write_text(json.dumps(state, indent=2))
 
     def deployment(self, app):
         found = self.apps.list_deployment_for_all_namespaces(label_selector="app=%s" % app).items
@@ -465,7 +468,7 @@ class LabController:  # pylint: disable=too-many-instance-attributes
             return
         argv = [str(self.bins["scheduler"]), "--kubeconfig", str(LAB / "kubeconfig"),
                 "--scheduler-conf", str(LAB / "scheduler" / "volcano-scheduler.conf"), "--leader-elect=false", "--enable-metrics",
-                "--listen-address", "127.0.0.1:%d" % self.ports["scheduler-metrics"],
+                "--listen-address", "%s:%d" % (self.host_ip, self.ports["scheduler-metrics"]),
                 "--healthz-address", "127.0.0.1:%d" % free_port(), "--schedule-period", "500ms"]
         for passed in ("--scheduler-name", "-v"):
             value = _flag_value(container.args, passed)
@@ -476,6 +479,7 @@ class LabController:  # pylint: disable=too-many-instance-attributes
         conf_file.parent.mkdir(exist_ok=True)
         child.ensure(_fingerprint(conf, deploy.spec.template.to_dict()), argv, self.env,
                      prepare=lambda: conf_file.write_text(conf))
+
 
     def sync_controller_manager(self):
         child = self.children["vc-controller-manager"]

@@ -1,0 +1,226 @@
+#!/usr/bin/python
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: vgpu_smoke
+short_description: Smoke-test a Volcano + vGPU cluster the way the article checks it by hand
+version_added: 0.1.0
+description:
+  - Runs, in a namespace of its own (random suffix) that it removes at the end whatever happened, the article's
+    checks, each reported as passed, failed or skipped with the reason.
+  - C(vgpu_pod) a one-vGPU pod runs on a GPU node with its vGPU; on real GPUs C(nvidia-smi) inside shows the limited
+    memory and C(CUDA_DEVICE_MEMORY_LIMIT_0) is set.
+  - C(fill) as many one-vGPU pods as there are free vGPUs all run, and one more stays Pending, unschedulable.
+  - C(metrics) the scheduler's C(volcano_vgpu_device_allocated_memory) equals the smoke pods' requests per card
+    (parsed with prometheus-client); on real GPUs the plugin monitor's C(:9394) series are present.
+  - C(memory_limit) (real GPUs only) an allocation under the vGPU limit succeeds and one over it fails with OOM.
+  - C(gang) with one vGPU too few free, a Volcano Job with C(minAvailable) O(gang_size) binds no pod; freeing one
+    vGPU lets all its pods run within O(timeout).
+  - The module never changes anything outside its namespace; it reports C(changed=false).
+author:
+  - gpufleet maintainers (@gpufleet)
+extends_documentation_fragment:
+  - gpufleet.vgpu.attributes
+attributes:
+  check_mode:
+    support: none
+    details: The checks need to create pods; the role skips the module in check mode.
+  diff_mode:
+    support: none
+options:
+  kubeconfig:
+    description: Kubeconfig file; empty uses the Kubernetes client's defaults.
+    type: path
+  context:
+    description: Context of the kubeconfig.
+    type: str
+  checks:
+    description: Checks to run, in this order whatever the order given.
+    type: list
+    elements: str
+    choices: [vgpu_pod, fill, metrics, memory_limit, gang]
+    default: [vgpu_pod, fill, metrics, memory_limit, gang]
+  namespace_prefix:
+    description: Prefix of the namespace the checks run in.
+    type: str
+    default: gpufleet-smoke
+  image:
+    description: Image of the long-running smoke pods.
+    type: str
+    default: docker.io/nvidia/cuda:12.4.1-base-ubuntu22.04
+  command:
+    description: Command of the long-running smoke pods.
+    type: list
+    elements: str
+    default: [sleep, infinity]
+  alloc_image:
+    description: Image with CUDA and PyTorch for C(memory_limit).
+    type: str
+    default: docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime
+  alloc_command:
+    description: Command that allocates C(ALLOC_MIB) MiB of GPU memory and exits non-zero with "out of memory" when it
+      cannot.
+    type: list
+    elements: str
+    default: [python, -c, "import os, torch; torch.empty(int(os.environ['ALLOC_MIB']) << 20, dtype=torch.uint8, device='cuda'); print('ok')"]
+  vgpu_memory:
+    description: C(volcano.sh/vgpu-memory) units of the vGPU pod and of the memory-limit pods.
+    type: int
+    default: 1000
+  fill_memory:
+    description: C(volcano.sh/vgpu-memory) units of each fill, holder and gang pod.
+    type: int
+    default: 10
+  memory_factor:
+    description: MiB per C(volcano.sh/vgpu-memory) unit (the plugin's gpuMemoryFactor).
+    type: int
+    default: 1
+  real_gpus:
+    description: Whether the GPU nodes have real GPUs; null decides from the nodes (kwok-simulated nodes are not).
+    type: bool
+  scheduler_name:
+    description: Scheduler of the smoke pods.
+    type: str
+    default: volcano
+  queue:
+    description: Volcano queue of the gang job and the holder.
+    type: str
+    default: default
+  gang_size:
+    description: Pods (and C(minAvailable)) of the gang job.
+    type: int
+    default: 5
+  gang_hold_seconds:
+    description: How long the gang must stay unbound while one vGPU too few is free.
+    type: int
+    default: 10
+  scheduler_namespace:
+    description: Namespace of Volcano's scheduler metrics Service.
+    type: str
+    default: volcano-system
+  scheduler_service:
+    description: Volcano's scheduler metrics Service.
+    type: str
+    default: volcano-scheduler-service
+  scheduler_metrics_port:
+    description: Port of that Service.
+    type: int
+    default: 8080
+  scheduler_metrics_url:
+    description: URL of the scheduler's metrics, read directly instead of through the apiserver's service proxy (for
+      clusters where the proxy cannot reach the scheduler's pod, such as the local lab).
+    type: str
+  metrics_settle_seconds:
+    description: How long the scheduler's allocated-memory figures may take to match the pods (Volcano 1.10 counts a
+      new pod twice until the node's next resync).
+    type: int
+    default: 90
+  plugin_namespace:
+    description: Namespace of the vGPU device plugin pods.
+    type: str
+    default: kube-system
+  plugin_metrics_port:
+    description: Port of the plugin monitor's metrics.
+    type: int
+    default: 9394
+  timeout:
+    description: Seconds to wait for pods to run (per check step) and for the namespace to go.
+    type: int
+    default: 180
+requirements:
+  - kubernetes (Python client) and prometheus-client on the host running the module
+seealso:
+  - name: Role gpufleet.vgpu.smoke_test
+    description: Runs this module after a deployment and writes the JSON and Markdown reports.
+    link: https://github.com/gpufleet/gpufleet/tree/main/roles/smoke_test
+"""
+
+EXAMPLES = r"""
+- name: Smoke-test the cluster
+  gpufleet.vgpu.vgpu_smoke:
+    kubeconfig: ~/.kube/config
+    memory_factor: 3
+  register: smoke
+"""
+
+RETURN = r"""
+results:
+  description: One entry per check, then C(cleanup).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {check: vgpu_pod, status: passed, detail: "on rig01, GPU GPU-..., 1000 memory units", seconds: 2.1}
+namespace:
+  description: The namespace the checks ran in (removed at the end).
+  returned: always
+  type: str
+real_gpus:
+  description: Whether the checks treated the GPU nodes as real.
+  returned: always
+  type: bool
+markdown:
+  description: The results as a Markdown section.
+  returned: always
+  type: str
+failed_checks:
+  description: Names of the checks that failed.
+  returned: always
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _smoke as smoke
+
+
+def main():
+    module = AnsibleModule(argument_spec={
+        "kubeconfig": {"type": "path"},
+        "context": {"type": "str"},
+        "checks": {"type": "list", "elements": "str", "choices": list(smoke.CHECKS), "default": list(smoke.CHECKS)},
+        "namespace_prefix": {"type": "str", "default": "gpufleet-smoke"},
+        "image": {"type": "str", "default": "docker.io/nvidia/cuda:12.4.1-base-ubuntu22.04"},
+        "command": {"type": "list", "elements": "str", "default": ["sleep", "infinity"]},
+        "alloc_image": {"type": "str", "default": "docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"},
+        "alloc_command": {"type": "list", "elements": "str", "default": [
+            "python", "-c", "import os, torch; torch.empty(int(os.environ['ALLOC_MIB']) << 20, dtype=torch.uint8, "
+            "device='cuda'); print('ok')"]},
+        "vgpu_memory": {"type": "int", "default": 1000},
+        "fill_memory": {"type": "int", "default": 10},
+        "memory_factor": {"type": "int", "default": 1},
+        "real_gpus": {"type": "bool"},
+        "scheduler_name": {"type": "str", "default": "volcano"},
+        "queue": {"type": "str", "default": "default"},
+        "gang_size": {"type": "int", "default": 5},
+        "gang_hold_seconds": {"type": "int", "default": 10},
+        "scheduler_namespace": {"type": "str", "default": "volcano-system"},
+        "scheduler_service": {"type": "str", "default": "volcano-scheduler-service"},
+        "scheduler_metrics_port": {"type": "int", "default": 8080},
+        "scheduler_metrics_url": {"type": "str"},
+        "metrics_settle_seconds": {"type": "int", "default": 90},
+        "plugin_namespace": {"type": "str", "default": "kube-system"},
+        "plugin_metrics_port": {"type": "int", "default": 9394},
+        "timeout": {"type": "int", "default": 180},
+    }, supports_check_mode=False)
+    if not smoke.HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"))
+    for name in ("vgpu_memory", "fill_memory", "memory_factor", "gang_size", "timeout"):
+        if module.params[name] < 1:
+            module.fail_json(msg="%s must be an integer >= 1, got %d" % (name, module.params[name]))
+    from kubernetes import config  # pylint: disable=import-outside-toplevel
+
+    api = config.new_client_from_config(config_file=module.params["kubeconfig"], context=module.params["context"])
+    run = smoke.Smoke(api, module.params)
+    results = run.run()
+    module.exit_json(changed=False, results=results, namespace=run.namespace, real_gpus=run.real_gpus,
+                     markdown=smoke.markdown(results, run.namespace),
+                     failed_checks=[r["check"] for r in results if r["status"] == "failed"])
+
+
+if __name__ == "__main__":
+    main()
