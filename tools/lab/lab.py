@@ -269,6 +269,8 @@ def up(args):
                    "--node-lease-duration-seconds", "40",
                    "--server-address", "127.0.0.1:%d" % free_port()], state)
     create_nodes(yaml.safe_load(nodes_file.read_text())["nodes"])
+    if not args.no_hosts:
+        start_hosts(yaml.safe_load(nodes_file.read_text())["nodes"], state)
     chart = module_dir("volcano", "volcano.sh/volcano") / "installer" / "helm" / "chart" / "volcano"
     # What the volcano role and the inventories/lab group vars need to find this lab.
     (LAB / "bin" / "helm").symlink_to(bins["helm"])
@@ -284,6 +286,36 @@ def up(args):
         log("Volcano %s installed from its module's chart" % chart_version(chart))
         wait_volcano()
     log("ready in %.0f s: export KUBECONFIG=%s" % (time.time() - t0, LAB / "kubeconfig"))
+
+
+HOST_IMAGE = os.environ.get("GPUFLEET_LAB_HOST_IMAGE", "localhost/gpufleet-el9:9")
+# The podman settings the test hosts need here (runc, ulimits), as `make` sets them.
+os.environ.setdefault("CONTAINERS_CONF", str(HERE.parents[1] / "tests" / "harness" / "containers.conf"))
+
+
+def start_hosts(nodes, state):
+    """Each GPU node is also a podman test host (EL9-like systemd container, named gpufleet-lab-<node>), prepared by
+    tools/lab/hosts.yml as a freshly installed GPU server: the node layers of site.yml run against it."""
+    names = ["gpufleet-lab-%s" % n["name"] for n in nodes if n.get("gpus")]
+    if shutil.which("podman") is None or subprocess.run(["podman", "image", "exists", HOST_IMAGE]).returncode != 0:
+        log("no podman or no test-host image %s (make images): GPU nodes are not podman hosts" % HOST_IMAGE)
+        return
+    state["containers"] = names
+    (LAB / "state.json").write_text(json.dumps(state, indent=2))
+    for node, name in zip([n for n in nodes if n.get("gpus")], names):
+        subprocess.run(["podman", "rm", "-f", name], check=False, capture_output=True)
+        subprocess.run(["podman", "run", "-d", "--name", name, "--hostname", node["name"], "--systemd=always",
+                        "-v", "%s:/srv/gpufleet-repo:ro" % (CACHE / "repos"), HOST_IMAGE, "/sbin/init"],
+                       check=True, capture_output=True)
+    log("GPU hosts started: %s; preparing them (tools/lab/hosts.yml)" % ", ".join(names))
+    env = dict(os.environ, GPUFLEET_LAB_DIR=str(LAB), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.minimal")
+    result = subprocess.run(["ansible-playbook", "-i", str(HERE.parents[1] / "inventories" / "lab"),
+                             str(HERE / "hosts.yml")], env=env, capture_output=True, text=True, check=False)
+    (LAB / "logs" / "hosts-prepare.log").write_text(result.stdout + result.stderr)
+    if result.returncode != 0:
+        raise SystemExit("preparing the GPU hosts failed; see %s" % (LAB / "logs" / "hosts-prepare.log"))
+    state["hosts_ready"] = True
+    (LAB / "state.json").write_text(json.dumps(state, indent=2))
 
 
 def chart_version(chart):
@@ -730,6 +762,9 @@ def down(_args):
         else:
             os.killpg(pid, signal.SIGKILL)
         log("stopped %s (pid %d)" % (name, pid))
+    for name in state.get("containers", []):
+        subprocess.run(["podman", "rm", "-f", "-t", "0", name], check=False, capture_output=True)
+        log("removed host %s" % name)
     shutil.rmtree(LAB)
 
 
@@ -754,6 +789,7 @@ def main(argv=None):
     p_up = sub.add_parser("up")
     p_up.add_argument("--nodes", default=str(HERE / "nodes.yml"))
     p_up.add_argument("--bare", action="store_true", help="do not install Volcano (the volcano role will)")
+    p_up.add_argument("--no-hosts", action="store_true", help="GPU nodes only in the cluster, not as podman hosts")
     sub.add_parser("down")
     sub.add_parser("status")
     p_controller = sub.add_parser("controller")

@@ -1,0 +1,104 @@
+"""Table tests for the capacity report and the pure parts of the smoke tests."""
+
+import pytest
+
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _capacity as cap
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _smoke as smoke
+
+REGISTER = ("GPU-a0,2,8188,NVIDIA-NVIDIA GeForce RTX 4090,true,hami-core:"
+            "GPU-a1,2,8188,NVIDIA-NVIDIA GeForce RTX 4090,true,hami-core:")
+
+
+def node(name, register, allocatable=None):
+    return {"metadata": {"name": name, "annotations": {cap.REGISTER: register} if register else {}},
+            "status": {"allocatable": allocatable or {}}}
+
+
+def pod(name, node_name, devices, phase="Running"):
+    return {"metadata": {"name": name, "annotations": {cap.POD_DEVICES: devices}},
+            "spec": {"nodeName": node_name}, "status": {"phase": phase}}
+
+
+@pytest.mark.parametrize("value, count, first", [
+    (REGISTER, 2, {"uuid": "GPU-a0", "split": 2, "memory_units": 8188, "model": "NVIDIA GeForce RTX 4090",
+                   "healthy": True, "mode": "hami-core"}),
+    ("GPU-x,10,16376,NVIDIA-RTX,false:", 1, {"uuid": "GPU-x", "split": 10, "memory_units": 16376, "model": "RTX",
+                                             "healthy": False, "mode": "hami-core"}),
+    ("", 0, None),
+    ("garbage", 0, None),
+])
+def test_parse_register(value, count, first):
+    cards = cap.parse_register(value)
+    assert len(cards) == count
+    if first:
+        assert cards[0] == first
+
+
+@pytest.mark.parametrize("value, want", [
+    ("GPU-a0,NVIDIA,1000,0:", [{"uuid": "GPU-a0", "memory_units": 1000, "cores": 0}]),
+    ("GPU-a0,NVIDIA,10,0:GPU-a1,NVIDIA,20,50:;GPU-a1,NVIDIA,5,0:", [
+        {"uuid": "GPU-a0", "memory_units": 10, "cores": 0}, {"uuid": "GPU-a1", "memory_units": 20, "cores": 50},
+        {"uuid": "GPU-a1", "memory_units": 5, "cores": 0}]),
+    (None, []),
+    ("", []),
+])
+def test_parse_pod_devices(value, want):
+    assert cap.parse_pod_devices(value) == want
+
+
+def test_report_per_gpu_and_totals():
+    nodes = [node("rig01", REGISTER, {"volcano.sh/vgpu-number": "4", "volcano.sh/vgpu-memory": "16376",
+                                      "volcano.sh/vgpu-cores": "200"}), node("master0", None)]
+    pods = [pod("a", "rig01", "GPU-a0,NVIDIA,1000,0:"), pod("b", "rig01", "GPU-a0,NVIDIA,500,0:"),
+            pod("done", "rig01", "GPU-a1,NVIDIA,999,0:", phase="Succeeded"), pod("pending", None, "GPU-a1,NVIDIA,7,0:")]
+    report = cap.report(nodes, pods, memory_factor=3)
+    assert [r["node"] for r in report["nodes"]] == ["rig01"]  # nodes without a registration are not GPU nodes
+    gpu0, gpu1 = report["nodes"][0]["gpus"]
+    assert (gpu0["memory_mib"], gpu0["memory_per_vgpu_units"], gpu0["memory_per_vgpu_mib"]) == (24564, 4094, 12282)
+    assert (gpu0["vgpus_allocated"], gpu0["memory_mib_allocated"]) == (2, 4500)
+    assert gpu1["vgpus_allocated"] == 0  # finished and unbound pods hold nothing
+    assert report["totals"] == {"gpus": 2, "vgpus": 4, "vgpus_allocated": 2, "memory_mib": 49128,
+                                "memory_mib_allocated": 4500}
+    text = cap.markdown(report)
+    assert "| rig01 | 0 | NVIDIA GeForce RTX 4090 | 24564 | 2 | 4094 / 12282 | 2 of 2 | 4500 |" in text
+    assert "Fleet: 2 GPUs, 4 vGPUs (2 allocated)" in text
+
+
+METRICS = """# HELP volcano_vgpu_device_allocated_memory The number of vgpu memory allocated in this card
+# TYPE volcano_vgpu_device_allocated_memory gauge
+volcano_vgpu_device_allocated_memory{NodeName="rig01",devID="GPU-a0"} 1500
+volcano_vgpu_device_allocated_memory{NodeName="rig01",devID="GPU-a1"} 0
+# HELP volcano_vgpu_device_memory_allocation_for_a_certain_pod per pod
+# TYPE volcano_vgpu_device_memory_allocation_for_a_certain_pod gauge
+volcano_vgpu_device_memory_allocation_for_a_certain_pod{NodeName="rig01",devID="GPU-a0",podName="a"} 1000
+volcano_vgpu_device_memory_allocation_for_a_certain_pod{NodeName="rig01",devID="GPU-a0",podName="b"} 500
+"""
+
+
+def test_metric_values_with_prometheus_parser():
+    assert smoke.metric_values(METRICS, smoke.CARD_METRIC) == {("GPU-a0", "rig01"): 1500, ("GPU-a1", "rig01"): 0}
+    assert smoke.metric_values(METRICS, smoke.POD_METRIC) == {("GPU-a0", "rig01"): 1500}
+
+
+@pytest.mark.parametrize("pods, smoke_names, problems, cards", [
+    ([pod("a", "rig01", "GPU-a0,NVIDIA,1000,0:"), pod("b", "rig01", "GPU-a0,NVIDIA,500,0:")], {"a", "b"}, [], 1),
+    ([pod("a", "rig01", "GPU-a0,NVIDIA,1000,0:")], {"a"},
+     ["card GPU-a0 on rig01: scheduler says 1500, the smoke pods requested 1000"], 1),
+    # A card that also holds someone else's pod is not compared.
+    ([pod("a", "rig01", "GPU-a0,NVIDIA,1000,0:"), pod("other", "rig01", "GPU-a0,NVIDIA,1,0:")], {"a"}, [], 0),
+    ([pod("a", "rig01", "GPU-a9,NVIDIA,10,0:")], {"a"},
+     ["card GPU-a9 on rig01: scheduler says nothing, the smoke pods requested 10"], 1),
+])
+def test_compare_allocated_memory(pods, smoke_names, problems, cards):
+    metric = smoke.metric_values(METRICS, smoke.CARD_METRIC)
+    assert smoke.compare_allocated_memory(metric, pods, smoke_names) == (problems, cards)
+
+
+def test_describe_and_markdown():
+    class ApiError(Exception):
+        status = 503
+        body = '{"message": "no endpoints available"}'
+    assert smoke.describe(ApiError("x\ny")) == "API error 503: no endpoints available"
+    assert smoke.describe(ValueError("first\nsecond")) == "ValueError: first"
+    text = smoke.markdown([{"check": "gang", "status": "failed", "detail": "a|b", "seconds": 1.5}], "ns-1")
+    assert "| gang | **FAILED** | 1.5 | a\\|b |" in text
