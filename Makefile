@@ -12,7 +12,7 @@ export CONTAINERS_CONF := $(CURDIR)/tests/harness/containers.conf
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.build/collections
 export PATH := $(BIN):$(PATH)
 
-.PHONY: help deps bootstrap lock lint sanity units integration images repos molecule test site lab lab-down lab-test lab-gang clean build changelog
+.PHONY: help deps bootstrap lock lint sanity units integration images repos molecule test site site-ci lab lab-down lab-test lab-gang clean build changelog
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -68,21 +68,26 @@ build: bootstrap ## Build the collection tarball
 changelog: bootstrap ## Render CHANGELOG.rst from changelogs/fragments
 	antsibull-changelog lint && antsibull-changelog generate
 
-site: ## The main job: playbooks/site.yml end to end on the built-in local lab (not there yet, see README)
-	@echo "make site: not available yet. It needs Volcano in the local lab and site.yml, which are not implemented." >&2
-	@echo "What works today: 'make lab' (control plane + kwok nodes, no Volcano yet) and 'make test'. See README.md." >&2
-	@exit 2
+site: deps bootstrap images repos ## The main job: the local lab (if not up) and playbooks/site.yml end to end, then the report
+	python tools/lab/lab.py status >/dev/null 2>&1 || python tools/lab/lab.py up
+	GPUFLEET_REPORT_DIR=$(CURDIR)/gpufleet-report ansible-playbook -i inventories/lab playbooks/site.yml
+	@cat gpufleet-report/report.md
+	@echo "Report: gpufleet-report/report.md and smoke.json. The lab keeps running: KUBECONFIG=$$(python tools/lab/lab.py status | sed -n 's/^KUBECONFIG=//p'); 'make lab-down' stops it."
 
-lab: bootstrap ## Start the local lab: etcd, kube-apiserver, controller-manager, kwok nodes (Volcano: not yet)
+site-ci: ## `make site` on a fresh lab of its own, then that lab stopped (a stage of make test)
+	GPUFLEET_LAB_DIR=$(GPUFLEET_CACHE)/lab-site-ci $(MAKE) --no-print-directory site; rc=$$?; \
+	GPUFLEET_LAB_DIR=$(GPUFLEET_CACHE)/lab-site-ci python tools/lab/lab.py down; exit $$rc
+
+lab: bootstrap images repos ## Start the local lab: control plane, Volcano, kwok nodes; GPU nodes as podman hosts
 	python tools/lab/lab.py up
 
-lab-down: bootstrap ## Stop everything the local lab started
+lab-down: bootstrap ## Stop everything the local lab started (processes by PID, host containers)
 	python tools/lab/lab.py down
 
-lab-test: bootstrap ## End-to-end tests of the local lab (builds its pinned binaries once)
+lab-test: bootstrap images repos ## End-to-end tests on a lab of their own: lab, gang, roles, site.yml (builds its binaries once)
 	pytest tests/lab
 
-lab-gang: bootstrap ## The gang test on the lab's Volcano (flaky on Volcano 1.10, not in make test; see tools/lab/README.md)
+lab-gang: bootstrap images repos ## Only the gang test on the lab's Volcano
 	pytest tests/lab/test_gang.py
 
 clean: ## Remove build outputs (keeps the image and repo cache in $(GPUFLEET_CACHE))

@@ -11,7 +11,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def run_playbook(playbook, *args, env=None, inventory="localhost,"):
+def run_playbook(playbook, *args, env=None, inventory="localhost,", local=True):
     """Run ansible-playbook with the JSON callback; return (rc, parsed JSON output, stderr)."""
     full_env = dict(os.environ)
     full_env.update(
@@ -25,8 +25,9 @@ def run_playbook(playbook, *args, env=None, inventory="localhost,"):
     full_env.update(env or {})
     proc = subprocess.run(
         # The controller's own interpreter: discovery on this machine may pick a pyenv shim that does not run.
-        ["ansible-playbook", "-i", inventory, "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable,
-         str(playbook), *args],
+        ["ansible-playbook", "-i", inventory]
+        + (["-c", "local", "-e", "ansible_python_interpreter=" + sys.executable] if local else [])
+        + [str(playbook), *args],
         capture_output=True,
         text=True,
         env=full_env,
