@@ -69,12 +69,13 @@ changelog: bootstrap ## Render CHANGELOG.rst from changelogs/fragments
 	antsibull-changelog lint && antsibull-changelog generate
 
 site: deps bootstrap images repos ## The main job: the local lab (if not up) and playbooks/site.yml end to end, then the report
-	python tools/lab/lab.py status >/dev/null 2>&1 || python tools/lab/lab.py up
+	python tools/lab/lab.py status >/dev/null 2>&1 || { python tools/lab/lab.py down && python tools/lab/lab.py up; }
 	GPUFLEET_REPORT_DIR=$(CURDIR)/gpufleet-report ansible-playbook -i inventories/lab playbooks/site.yml
 	@cat gpufleet-report/report.md
 	@echo "Report: gpufleet-report/report.md and smoke.json. The lab keeps running: KUBECONFIG=$$(python tools/lab/lab.py status | sed -n 's/^KUBECONFIG=//p'); 'make lab-down' stops it."
 
-site-ci: ## `make site` on a fresh lab of its own, then that lab stopped (a stage of make test)
+site-ci: bootstrap ## `make site` on a fresh lab of its own, then that lab stopped (a stage of make test)
+	GPUFLEET_LAB_DIR=$(GPUFLEET_CACHE)/lab-site-ci python tools/lab/lab.py down
 	GPUFLEET_LAB_DIR=$(GPUFLEET_CACHE)/lab-site-ci $(MAKE) --no-print-directory site; rc=$$?; \
 	GPUFLEET_LAB_DIR=$(GPUFLEET_CACHE)/lab-site-ci python tools/lab/lab.py down; exit $$rc
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import random
 import string
 import time
-from urllib.request import urlopen
+
+from ansible.module_utils.urls import open_url
 
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _capacity as cap
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _vgpu_plugin as vgpu
@@ -258,7 +259,7 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
 
     def scheduler_metrics(self):
         if self.params["scheduler_metrics_url"]:
-            with urlopen(self.params["scheduler_metrics_url"], timeout=30) as response:  # noqa: S310
+            with open_url(self.params["scheduler_metrics_url"], timeout=30) as response:
                 return response.read().decode()
         # Through the apiserver's service proxy: no port-forward, no NodePort needed.
         return self.core.connect_get_namespaced_service_proxy_with_path(

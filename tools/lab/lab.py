@@ -269,14 +269,18 @@ def up(args):
                    "--node-lease-duration-seconds", "40",
                    "--server-address", "127.0.0.1:%d" % free_port()], state)
     create_nodes(yaml.safe_load(nodes_file.read_text())["nodes"])
-    if not args.no_hosts:
-        start_hosts(yaml.safe_load(nodes_file.read_text())["nodes"], state)
     chart = module_dir("volcano", "volcano.sh/volcano") / "installer" / "helm" / "chart" / "volcano"
-    # What the volcano role and the inventories/lab group vars need to find this lab.
+    # What the roles and the inventories/lab group vars need to find this lab. Host containers are named after the
+    # lab directory, so two labs (make site's and the tests') never take each other's hosts.
+    tag = "%06x" % (zlib.crc32(str(LAB).encode()) & 0xFFFFFF)
+    gpu_nodes = [n["name"] for n in yaml.safe_load(nodes_file.read_text())["nodes"] if n.get("gpus")]
     (LAB / "bin" / "helm").symlink_to(bins["helm"])
     (LAB / "lab.json").write_text(json.dumps({
         "kubeconfig": str(LAB / "kubeconfig"), "helm": str(LAB / "bin" / "helm"), "volcano_chart": str(chart),
-        "volcano_version": chart_version(chart), "nodes_file": str(nodes_file)}, indent=2))
+        "volcano_version": chart_version(chart), "nodes_file": str(nodes_file),
+        "hosts": {n: "gpufleet-lab-%s-%s" % (tag, n) for n in gpu_nodes}}, indent=2))
+    if not args.no_hosts:
+        start_hosts(read_json(LAB / "lab.json")["hosts"], state)
     start("lab-controller", [sys.executable, str(HERE / "lab.py"), "controller"], state)
     if not args.bare:
         subprocess.run([str(bins["helm"]), "upgrade", "--install", "volcano", str(chart), "--namespace",
@@ -293,18 +297,20 @@ HOST_IMAGE = os.environ.get("GPUFLEET_LAB_HOST_IMAGE", "localhost/gpufleet-el9:9
 os.environ.setdefault("CONTAINERS_CONF", str(HERE.parents[1] / "tests" / "harness" / "containers.conf"))
 
 
-def start_hosts(nodes, state):
-    """Each GPU node is also a podman test host (EL9-like systemd container, named gpufleet-lab-<node>), prepared by
-    tools/lab/hosts.yml as a freshly installed GPU server: the node layers of site.yml run against it."""
-    names = ["gpufleet-lab-%s" % n["name"] for n in nodes if n.get("gpus")]
-    if shutil.which("podman") is None or subprocess.run(["podman", "image", "exists", HOST_IMAGE]).returncode != 0:
+def start_hosts(hosts, state):
+    """Each GPU node is also a podman test host (EL9-like systemd container), prepared by tools/lab/hosts.yml as a
+    freshly installed GPU server: the node layers of site.yml run against it. hosts: {node: container name}."""
+    have_image = shutil.which("podman") is not None and subprocess.run(
+        ["podman", "image", "exists", HOST_IMAGE], check=False).returncode == 0
+    if not have_image:
         log("no podman or no test-host image %s (make images): GPU nodes are not podman hosts" % HOST_IMAGE)
         return
+    names = sorted(hosts.values())
     state["containers"] = names
     (LAB / "state.json").write_text(json.dumps(state, indent=2))
-    for node, name in zip([n for n in nodes if n.get("gpus")], names):
+    for node, name in sorted(hosts.items()):
         subprocess.run(["podman", "rm", "-f", name], check=False, capture_output=True)
-        subprocess.run(["podman", "run", "-d", "--name", name, "--hostname", node["name"], "--systemd=always",
+        subprocess.run(["podman", "run", "-d", "--name", name, "--hostname", node, "--systemd=always",
                         "-v", "%s:/srv/gpufleet-repo:ro" % (CACHE / "repos"), HOST_IMAGE, "/sbin/init"],
                        check=True, capture_output=True)
     log("GPU hosts started: %s; preparing them (tools/lab/hosts.yml)" % ", ".join(names))
@@ -511,7 +517,6 @@ class LabController:  # pylint: disable=too-many-instance-attributes
         conf_file.parent.mkdir(exist_ok=True)
         child.ensure(_fingerprint(conf, deploy.spec.template.to_dict()), argv, self.env,
                      prepare=lambda: conf_file.write_text(conf))
-
 
     def sync_controller_manager(self):
         child = self.children["vc-controller-manager"]
@@ -774,12 +779,26 @@ def status(_args):
         print("not running")
         return 1
     state = json.loads(state_file.read_text())
+    gone = 0
     for name, pid in state["pids"].items():
         alive = os.path.exists("/proc/%d" % pid)
+        gone += not alive
         print("%-24s pid %-8d %s" % (name, pid, "running" if alive else "GONE"))
     for name, child in read_json(LAB / "children.json").items():
         print("%-24s pid %-8s %s" % (name, child.get("pid") or "-", "running" if child.get("ready") else "not running"))
+    pids = list(state["pids"].values()) + [c["pid"] for c in read_json(LAB / "children.json").values() if c.get("pid")]
+    print("resident memory of the lab's processes: %.0f MiB" % (sum(rss_kib(pid) for pid in pids) / 1024))
     print("KUBECONFIG=%s" % state["kubeconfig"])
+    return 1 if gone else 0
+
+
+def rss_kib(pid):
+    try:
+        for line in pathlib.Path("/proc/%d/status" % pid).read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
     return 0
 
 
