@@ -335,11 +335,20 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
             "Running") == size or [p.status.phase for p in self.pods("volcano.sh/job-name=gang")],
             self.params["timeout"])
         if not done:
-            return "failed", "after the holder freed a vGPU the gang did not run within %d s (%s)" % (
-                self.params["timeout"], phases)
+            return "failed", "after the holder freed a vGPU the gang did not run within %d s (%s; %s)" % (
+                self.params["timeout"], phases, self.podgroup_status())
         self.smoke_pods.update(p.metadata.name for p in self.pods("volcano.sh/job-name=gang"))
         return "passed", "no pod bound while %d of %d vGPUs were free for %d s; all %d ran %.0f s after one more " \
             "was freed" % (size - 1, size, self.params["gang_hold_seconds"], size, time.time() - started)
+
+    def podgroup_status(self):
+        """Phase and last condition of the namespace's PodGroups: why Volcano holds a job."""
+        groups = self.objects.list_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", self.namespace,
+                                                            "podgroups")["items"]
+        return ", ".join("PodGroup %s %s: %s" % (
+            g["metadata"]["name"], g.get("status", {}).get("phase"),
+            ([c.get("message") or c.get("reason") for c in g.get("status", {}).get("conditions") or []] or [""])[-1])
+            for g in groups)
 
     # --- the run ---
 

@@ -3,7 +3,7 @@
 Volcano 1.10's deviceshare plugin leaks the vGPUs it tentatively gives a gang that cannot fit yet (predicates'
 Allocate changes the device state the session shares with the cache; Release is a no-op); the leak lasts until the
 node's device accounting is rebuilt on the next node update. The real plugin triggers those with its handshake every
-30 s; the lab's emulated plugin refreshes all GPU nodes together every 5 s, so the job runs within a bounded time
+30 s; the lab's emulated plugin refreshes all GPU nodes together every second, so the job runs within a bounded time
 (180 s here; 6-145 s measured).
 """
 
