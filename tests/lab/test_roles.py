@@ -100,3 +100,23 @@ def test_scheduler_configuration_in_effect(lab):
         converge(lab)
     assert len(set(results["pack"])) == 1, results
     assert sorted(results["spread"]) == sorted(GPU_NODES * 2), results
+
+
+def test_plugins_before_1_12_get_one_daemonset_per_split(lab):
+    """Plugin v1.11 ignores the node ConfigMap: the role deploys the article's workaround instead, one DaemonSet per
+    split count on labelled nodes, and the (emulated) v1.11 plugin registers what its flags say."""
+    apps = client.AppsV1Api(lab["api"])
+    extra = '{"device_plugin_version": "v1.11.0", "device_plugin_node_overrides": {"rig02": {"split": 3}}}'
+    try:
+        rc, out, err = converge(lab, "-e", extra)
+        assert rc == 0, (failed_messages(out), err[-2000:])
+        ours = sorted(d.metadata.name for d in apps.list_namespaced_daemon_set(
+            "kube-system", label_selector="gpufleet.io/component=device-plugin").items)
+        assert ours == ["volcano-device-plugin-split-2", "volcano-device-plugin-split-3"]
+        assert (allocatable(lab, "rig01"), allocatable(lab, "rig02")) == ("10", "15")
+    finally:
+        rc, out, err = converge(lab)
+        assert rc == 0, failed_messages(out)
+    assert [d.metadata.name for d in apps.list_namespaced_daemon_set(
+        "kube-system", label_selector="gpufleet.io/component=device-plugin").items] == ["volcano-device-plugin"]
+    assert [allocatable(lab, n) for n in GPU_NODES] == ["10", "10"]
