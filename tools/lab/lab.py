@@ -700,7 +700,7 @@ class LabController:  # pylint: disable=too-many-instance-attributes
 
     def unstick_gangs(self):
         """Volcano 1.10 leaks the vGPUs it tentatively gives a gang that does not fit (see README.md); resyncs clear it
-        only by chance. When a gang has been refused for lack of GPUs for 20 s although the registered vGPUs minus
+        only by chance. When a gang has been waiting for 20 s although the registered vGPUs minus
         those bound pods hold are enough for it, the scheduler is restarted: a fresh cache, as after the upstream fix.
         It never makes a gang fit that does not: capacity is counted from the API, not from the scheduler."""
         now = time.time()
@@ -712,8 +712,8 @@ class LabController:  # pylint: disable=too-many-instance-attributes
                 return
             raise
         for group in groups:
-            conditions = (group.get("status") or {}).get("conditions") or []
-            if not any("gpu fitted" in (c.get("message") or "") for c in conditions[-1:]):
+            # Waiting groups (their condition messages vary between "gpu fitted" and plain unschedulable counts).
+            if (group.get("status") or {}).get("phase") not in ("Pending", "Inqueue"):
                 continue
             key = "%s/%s" % (group["metadata"]["namespace"], group["metadata"]["name"])
             stuck[key] = self.stuck_since.get(key, now)
