@@ -9,6 +9,7 @@ check returns passed, failed, or skipped with the reason.
 
 from __future__ import annotations
 
+import json
 import random
 import string
 import time
@@ -40,8 +41,6 @@ def describe(exc):
     body = getattr(exc, "body", None)
     if body:
         try:
-            import json  # pylint: disable=import-outside-toplevel
-
             return "API error %s: %s" % (getattr(exc, "status", "?"), json.loads(body).get("message", body))
         except ValueError:
             pass

@@ -58,7 +58,7 @@ def image_version(image):
     return tuple(int(part or 0) for part in match.groups())
 
 
-def _flag(args, name):
+def flag_value(args, name):
     """Value of --name=value or --name value in a container's args, or None when the flag is not given."""
     args = list(args or [])
     for index, arg in enumerate(args):
@@ -88,7 +88,7 @@ def resolve_config(node_name, device_config, node_config, args, version):
         split, factor, cores = (FLAG_DEFAULTS["split"], FLAG_DEFAULTS["memory_factor"], FLAG_DEFAULTS["core_scaling"])
     for key, flag, cast in (("split", "device-split-count", int), ("factor", "gpu-memory-factor", int),
                             ("cores", "device-cores-scaling", float)):
-        given = _flag(args, flag)
+        given = flag_value(args, flag)
         if given is not None:
             if key == "split":
                 split = cast(given)

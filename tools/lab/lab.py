@@ -43,6 +43,7 @@ from cryptography.x509.oid import NameOID
 HERE = pathlib.Path(__file__).resolve().parent
 # The emulated plugin and the device_plugin role share one reading of the plugin's code.
 sys.path.insert(0, str(HERE.parents[1] / "plugins" / "module_utils"))
+import _capacity as cap  # noqa: E402  pylint: disable=wrong-import-position,import-error
 import _vgpu_plugin as vgpu  # noqa: E402  pylint: disable=wrong-import-position,import-error
 CACHE = pathlib.Path(os.environ.get("GPUFLEET_CACHE", "/var/cache/gpufleet"))
 LAB = pathlib.Path(os.environ.get("GPUFLEET_LAB_DIR", str(CACHE / "lab")))
@@ -407,15 +408,6 @@ class Child:
         return self.proc is not None and self.proc.poll() is None
 
 
-def _flag_value(args, name):
-    for index, arg in enumerate(args or []):
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-        if arg == name and index + 1 < len(args):
-            return args[index + 1]
-    return None
-
-
 def _mounted_configmap(template, container, path):
     """(name, key) of the ConfigMap a container sees at `path` (a file inside a mounted ConfigMap volume)."""
     directory, key = os.path.split(path)
@@ -446,7 +438,7 @@ def _fingerprint(*parts):
 
 class LabController:  # pylint: disable=too-many-instance-attributes
     """Runs Volcano's scheduler, controller-manager and webhook-manager locally with the configuration deployed in
-    the cluster, points Volcano's webhooks at the local webhook-manager, and emulates the vGPU device plugin on every
+    the cluster, routes Volcano's admission Service to the local webhook-manager, and emulates the vGPU device plugin on every
     node its DaemonSet runs on."""
 
     def __init__(self, refresh):
@@ -497,7 +489,7 @@ class LabController:  # pylint: disable=too-many-instance-attributes
             child.stop()
             return
         container = deploy.spec.template.spec.containers[0]
-        conf_path = _flag_value(container.args, "--scheduler-conf") or "/volcano.scheduler/volcano-scheduler.conf"
+        conf_path = vgpu.flag_value(container.args, "scheduler-conf") or "/volcano.scheduler/volcano-scheduler.conf"
         cm_name, key = _mounted_configmap(deploy.spec.template, container, conf_path)
         conf = self.configmap_text(deploy.metadata.namespace, cm_name, key) if cm_name else None
         if conf is None:
@@ -509,10 +501,9 @@ class LabController:  # pylint: disable=too-many-instance-attributes
                 "--scheduler-conf", str(LAB / "scheduler" / "volcano-scheduler.conf"), "--leader-elect=false", "--enable-metrics",
                 "--listen-address", "%s:%d" % (self.host_ip, self.ports["scheduler-metrics"]),
                 "--healthz-address", "127.0.0.1:%d" % free_port(), "--schedule-period", "500ms"]
-        for passed in ("--scheduler-name", "-v"):
-            value = _flag_value(container.args, passed)
-            if value is not None:
-                argv.append("%s=%s" % (passed, value))
+        name = vgpu.flag_value(container.args, "scheduler-name")
+        if name:
+            argv.append("--scheduler-name=%s" % name)
         # Restarted on any change of the conf or the pod template (a rollout): deviceshare reads its settings once.
         conf_file = LAB / "scheduler" / "volcano-scheduler.conf"
         conf_file.parent.mkdir(exist_ok=True)
@@ -536,9 +527,9 @@ class LabController:  # pylint: disable=too-many-instance-attributes
             return
         container = deploy.spec.template.spec.containers[0]
         namespace = deploy.metadata.namespace
-        service = _flag_value(container.args, "--webhook-service-name") or "volcano-admission-service"
-        enabled = _flag_value(container.args, "--enabled-admission") or ""
-        conf_path = _flag_value(container.args, "--admission-conf") or ""
+        service = vgpu.flag_value(container.args, "webhook-service-name") or "volcano-admission-service"
+        enabled = vgpu.flag_value(container.args, "enabled-admission") or ""
+        conf_path = vgpu.flag_value(container.args, "admission-conf") or ""
         cm_name, key = _mounted_configmap(deploy.spec.template, container, conf_path) if conf_path else (None, None)
         conf = (self.configmap_text(namespace, cm_name, key) if cm_name else None) or ""
         # The webhook-manager watches its conf file (a ConfigMap volume in the cluster): rewritten, not restarted, so
@@ -721,10 +712,13 @@ class LabController:  # pylint: disable=too-many-instance-attributes
             running = sum(1 for pod in self.core.list_namespaced_pod(group["metadata"]["namespace"]).items
                           if (pod.metadata.annotations or {}).get("scheduling.k8s.io/group-name")
                           == group["metadata"]["name"] and pod.spec.node_name)
-            if now - stuck[key] < 20 or now - self.last_unstick < 30 or self.free_vgpus() < need - running:
+            if now - stuck[key] < 20 or now - self.last_unstick < 30:
+                continue
+            free = self.free_vgpus()
+            if free < need - running:
                 continue
             log("controller: gang %s refused for %.0f s with %d vGPUs free: restarting vc-scheduler (Volcano 1.10 "
-                "device-accounting leak)" % (key, now - stuck[key], self.free_vgpus()))
+                "device-accounting leak)" % (key, now - stuck[key], free))
             self.children["vc-scheduler"].stop()
             self.last_unstick = now
             stuck[key] = now
@@ -733,7 +727,7 @@ class LabController:  # pylint: disable=too-many-instance-attributes
     def free_vgpus(self):
         total = sum(int((n.status.allocatable or {}).get("volcano.sh/vgpu-number", "0") or 0)
                     for n in self.core.list_node().items)
-        held = sum(len(vgpu_devices((p.metadata.annotations or {}).get("volcano.sh/vgpu-ids-new")))
+        held = sum(len(cap.parse_pod_devices((p.metadata.annotations or {}).get(cap.POD_DEVICES)))
                    for p in self.core.list_pod_for_all_namespaces().items
                    if p.spec.node_name and p.status.phase in ("Pending", "Running"))
         return total - held
@@ -753,11 +747,6 @@ class LabController:  # pylint: disable=too-many-instance-attributes
         for child in self.children.values():
             child.stop()
         self.save()
-
-
-def vgpu_devices(value):
-    """Devices in a pod's volcano.sh/vgpu-ids-new annotation ('uuid,NVIDIA,mem,cores:' per device)."""
-    return [e for c in (value or "").split(";") for e in c.split(":") if e.count(",") >= 3]
 
 
 def node_gpus(node_name, gpus):
