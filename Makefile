@@ -12,7 +12,7 @@ export CONTAINERS_CONF := $(CURDIR)/tests/harness/containers.conf
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.build/collections
 export PATH := $(BIN):$(PATH)
 
-.PHONY: help deps bootstrap lock lint sanity units integration images repos molecule test site site-ci lab lab-down lab-test lab-gang clean build changelog
+.PHONY: help deps bootstrap lock lint sanity units integration images repos molecule test site site-ci lab lab-down lab-test lab-gang bench clean build changelog
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -90,6 +90,9 @@ lab-test: bootstrap images repos ## End-to-end tests on a lab of their own: lab,
 
 lab-gang: bootstrap images repos ## Only the gang test on the lab's Volcano
 	pytest tests/lab/test_gang.py
+
+bench: deps bootstrap images repos ## Benchmarks B1-B3 (raw JSON in bench-results/, tables in docs/benchmarks.md)
+	python tools/bench/bench.py $(BENCH_ARGS)
 
 clean: ## Remove build outputs (keeps the image and repo cache in $(GPUFLEET_CACHE))
 	rm -rf .build tests/output

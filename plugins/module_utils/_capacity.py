@@ -37,6 +37,36 @@ def parse_pod_devices(value):
     return devices
 
 
+def free_by_gpu(registers, allocations):
+    """What each GPU has left: registers are node-vgpu-register annotation values, allocations the vgpu-ids-new
+    values of the pods that hold devices. -> {uuid: {"slots": vGPUs left, "memory": memory units left}}."""
+    free = {}
+    for value in registers:
+        for card in parse_register(value):
+            if card["healthy"]:
+                free[card["uuid"]] = {"slots": card["split"], "memory": card["memory_units"]}
+    for value in allocations:
+        for device in parse_pod_devices(value):
+            if device["uuid"] in free:
+                free[device["uuid"]]["slots"] -= 1
+                free[device["uuid"]]["memory"] -= device["memory_units"]
+    return free
+
+
+def fits(requests, free):
+    """Whether one vGPU each of `requests` (memory units) fits `free` together: first fit, largest request first
+    onto the fullest GPU that takes it. A heuristic: False can be wrong for a few tight mixes, True never is."""
+    left = {uuid: dict(card) for uuid, card in free.items()}
+    for memory in sorted(requests, reverse=True):
+        spot = next((uuid for uuid, card in sorted(left.items(), key=lambda kv: (kv[1]["memory"], kv[0]))
+                     if card["slots"] >= 1 and card["memory"] >= memory), None)
+        if spot is None:
+            return False
+        left[spot]["slots"] -= 1
+        left[spot]["memory"] -= memory
+    return True
+
+
 def _live(pod):
     status = (pod.get("status") or {}).get("phase")
     return status in ("Pending", "Running") and (pod.get("spec") or {}).get("nodeName")

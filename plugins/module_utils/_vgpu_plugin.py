@@ -166,7 +166,9 @@ def node_config(nodes):
                  "filterdevices": {"uuid": list(spec.get("filter_uuid", [])),
                                    "index": [int(i) for i in spec.get("filter_index", [])]}}
         entries.append(entry)
-    return json.dumps({"nodeconfig": entries}, indent=2, sort_keys=True)
+    # One line per node: compact, since the ConfigMap holds every GPU node of the fleet (1 MiB limit).
+    lines = [json.dumps(entry, sort_keys=True, separators=(",", ":")) for entry in entries]
+    return "{\"nodeconfig\": [\n%s\n]}\n" % ",\n".join(lines)
 
 
 def validate_node_settings(name, spec):
@@ -297,6 +299,9 @@ def plan(settings, hostvars):
                    for name in sorted(nodes)}
     return {"errors": [], "memory_factor": factor, "device_config": config, "node_config": node_cfg,
             "expected": expected, "legacy": legacy, "daemonsets": daemonsets, "node_labels": node_labels,
+            # One strategic-merge patch per node, applied in a single module call (a task per node does not scale).
+            "node_label_patches": [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+                                   for name, labels in sorted(node_labels.items())],
             "node_names": sorted(nodes),
             "config_hash": hashlib.sha256(json.dumps([config, node_cfg, daemonsets], sort_keys=True).encode())
             .hexdigest()[:16]}

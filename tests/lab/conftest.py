@@ -3,6 +3,7 @@
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -27,11 +28,32 @@ def lab(tmp_path_factory):
         yield {"dir": labdir, "env": env, "state": state,
                "api": config.new_client_from_config(str(labdir / "kubeconfig"))}
     finally:
+        # The logs outlive the lab (pytest's base temp keeps the last runs) for the failure reports below.
+        if (labdir / "logs").exists():
+            shutil.copytree(labdir / "logs", tmp_path_factory.getbasetemp() / "lab-logs", dirs_exist_ok=True)
         subprocess.run(LAB + ["down"], env=env, check=True)
         # Nothing the lab started may survive it, and its state is gone.
         pids = list(state["pids"].values()) + [c["pid"] for c in children.values() if c.get("pid")]
         assert not [pid for pid in pids if os.path.exists("/proc/%d" % pid)]
         assert not labdir.exists()
+
+
+LOG_TAILS = (("lab-controller.log", 60), ("vc-scheduler.log", 40))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed lab test reports what the lab controller and the scheduler were doing (CI keeps nothing else)."""
+    outcome = yield
+    report = outcome.get_result()
+    lab = item.funcargs.get("lab") if hasattr(item, "funcargs") else None
+    if report.when != "call" or not report.failed or not lab:
+        return
+    for name, lines in LOG_TAILS:
+        path = lab["dir"] / "logs" / name
+        if path.exists():
+            tail = path.read_text(errors="replace").splitlines()[-lines:]
+            report.sections.append(("lab log %s (last %d lines)" % (name, lines), "\n".join(tail)))
 
 
 @pytest.fixture(scope="session")

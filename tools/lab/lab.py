@@ -458,7 +458,7 @@ class LabController:  # pylint: disable=too-many-instance-attributes
         self.ports = {"scheduler-metrics": free_port(), "webhook": free_port()}
         self.plugin_pods = {}  # pod UID -> settings the emulated plugin read when that pod started
         self.refresh, self.last_refresh = refresh, 0.0
-        self.stuck_since, self.last_unstick = {}, 0.0
+        self.stuck_since, self.last_unstick, self.unstick_noted = {}, 0.0, {}
         self.env = dict(os.environ, KUBECONFIG=str(LAB / "kubeconfig"))  # Volcano's vgpu code reads KUBECONFIG
 
     def save(self):
@@ -643,7 +643,7 @@ class LabController:  # pylint: disable=too-many-instance-attributes
             return {"error": str(exc)}
 
     def sync_device_plugin(self):
-        active = {}
+        active, seen = {}, set()
         for ds in self.apps.list_daemon_set_for_all_namespaces().items:
             images = [c.image or "" for c in ds.spec.template.spec.containers]
             if not any("volcano-vgpu-device-plugin" in image for image in images):
@@ -652,6 +652,7 @@ class LabController:  # pylint: disable=too-many-instance-attributes
             for pod in self.core.list_namespaced_pod(ds.metadata.namespace, label_selector=selector).items:
                 if pod.status.phase != "Running" or pod.metadata.deletion_timestamp is not None:
                     continue
+                seen.add(pod.metadata.uid)
                 node_name = pod.spec.node_name
                 if node_name not in self.hardware:
                     continue  # a node without GPUs: the real plugin would crash-loop on NVML init
@@ -661,12 +662,13 @@ class LabController:  # pylint: disable=too-many-instance-attributes
                     active[node_name] = self.plugin_pods[pod.metadata.uid]
         refresh = time.time() - self.last_refresh >= self.refresh
         stamp = time.strftime("%Y.%m.%d %H:%M:%S")
+        nodes = {node.metadata.name: node for node in self.core.list_node().items} if active else {}
         for node_name, settings in sorted(active.items()):
-            if "error" in settings:
+            if "error" in settings or node_name not in nodes:
                 continue
             value, resources = vgpu.registration(node_gpus(node_name, self.hardware[node_name]), settings)
             resources = {k: str(v) for k, v in resources.items()}
-            node = self.core.read_node(node_name)
+            node = nodes[node_name]
             annotations = node.metadata.annotations or {}
             if any(node.status.allocatable.get(k) != v for k, v in resources.items()):
                 self.core.patch_node_status(node_name, {"status": {"capacity": resources, "allocatable": resources}})
@@ -684,15 +686,13 @@ class LabController:  # pylint: disable=too-many-instance-attributes
                 self.core.patch_node(node_name, {"metadata": {"annotations": patch}})
         if refresh:
             self.last_refresh = time.time()
-        live = {p.metadata.uid for p in self.core.list_pod_for_all_namespaces(
-            field_selector="status.phase=Running").items}
-        for uid in set(self.plugin_pods) - live:
+        for uid in set(self.plugin_pods) - seen:
             del self.plugin_pods[uid]
 
     def unstick_gangs(self):
         """Volcano 1.10 leaks the vGPUs it tentatively gives a gang that does not fit (see README.md); resyncs clear it
-        only by chance. When a gang has been waiting for 20 s although the registered vGPUs minus
-        those bound pods hold are enough for it, the scheduler is restarted: a fresh cache, as after the upstream fix.
+        only by chance. When a gang has waited for 20 s although its pods fit what the registered GPUs have left
+        after the bound pods' allocations, the scheduler is restarted: a fresh cache, as after the upstream fix.
         It never makes a gang fit that does not: capacity is counted from the API, not from the scheduler."""
         now = time.time()
         stuck = {}
@@ -702,51 +702,87 @@ class LabController:  # pylint: disable=too-many-instance-attributes
             if exc.status == 404:  # Volcano's CRDs not installed yet
                 return
             raise
-        for group in groups:
-            # Waiting groups (their condition messages vary between "gpu fitted" and plain unschedulable counts).
-            if (group.get("status") or {}).get("phase") not in ("Pending", "Inqueue"):
-                continue
+        waiting = [group for group in groups
+                   # Waiting gangs (their condition messages vary between "gpu fitted" and plain unschedulable
+                   # counts; "Unknown" is a gang with some pods placed). Single pods do not leak: never restarted for.
+                   if (group.get("status") or {}).get("phase") in ("Pending", "Inqueue", "Unknown")
+                   and int((group.get("spec") or {}).get("minMember") or 0) > 1]
+        for group in waiting:
             key = "%s/%s" % (group["metadata"]["namespace"], group["metadata"]["name"])
             stuck[key] = self.stuck_since.get(key, now)
-            need = int((group.get("spec") or {}).get("minMember") or 0)
-            running = sum(1 for pod in self.core.list_namespaced_pod(group["metadata"]["namespace"]).items
-                          if (pod.metadata.annotations or {}).get("scheduling.k8s.io/group-name")
-                          == group["metadata"]["name"] and pod.spec.node_name)
-            if now - stuck[key] < 20 or now - self.last_unstick < 30:
-                continue
-            free = self.free_vgpus()
-            if free < need - running:
-                continue
-            log("controller: gang %s refused for %.0f s with %d vGPUs free: restarting vc-scheduler (Volcano 1.10 "
-                "device-accounting leak)" % (key, now - stuck[key], free))
-            self.children["vc-scheduler"].stop()
-            self.last_unstick = now
-            stuck[key] = now
+        due = [group for group in waiting
+               if now - stuck["%s/%s" % (group["metadata"]["namespace"], group["metadata"]["name"])] >= 20]
+        if due and now - self.last_unstick >= 30:
+            # One list of all pods, only when a group has waited long enough (a fleet has thousands of groups).
+            pods = self.core.list_pod_for_all_namespaces().items
+            free = cap.free_by_gpu(
+                [(n.metadata.annotations or {}).get(cap.REGISTER) for n in self.core.list_node().items],
+                [(p.metadata.annotations or {}).get(cap.POD_DEVICES) for p in pods
+                 if p.spec.node_name and p.status.phase in ("Pending", "Running")])
+            by_group = {}
+            for pod in pods:
+                name = (pod.metadata.annotations or {}).get("scheduling.k8s.io/group-name")
+                if name:
+                    by_group.setdefault("%s/%s" % (pod.metadata.namespace, name), []).append(pod)
+            for group in due:
+                key = "%s/%s" % (group["metadata"]["namespace"], group["metadata"]["name"])
+                members = by_group.get(key, [])
+                need = int((group.get("spec") or {}).get("minMember") or 0)
+                placed = sum(1 for pod in members if pod.spec.node_name)
+                requests = [memory for pod in members if not pod.spec.node_name for memory in vgpu_requests(pod)]
+                if not requests:
+                    continue  # no waiting pod asks for vGPUs (or its pods are not created yet): nothing to judge
+                if len(requests) < need - placed or not cap.fits(requests, free):
+                    if now - self.unstick_noted.get(key, 0) >= 30:
+                        self.unstick_noted[key] = now
+                        log("controller: gang %s waits for %.0f s: %d pods need vGPUs %s; free by the API's count: "
+                            "%d vGPUs, %d memory units" % (key, now - stuck[key], len(requests), requests,
+                                                           sum(c["slots"] for c in free.values()),
+                                                           sum(c["memory"] for c in free.values())))
+                    continue
+                log("controller: gang %s refused for %.0f s (phase %s) although its %d pods fit the free vGPUs: "
+                    "restarting vc-scheduler (Volcano 1.10 device-accounting leak)"
+                    % (key, now - stuck[key], group["status"].get("phase"), len(requests)))
+                self.children["vc-scheduler"].stop()
+                self.last_unstick = now
+                stuck[key] = now
+                break
         self.stuck_since = stuck
-
-    def free_vgpus(self):
-        total = sum(int((n.status.allocatable or {}).get("volcano.sh/vgpu-number", "0") or 0)
-                    for n in self.core.list_node().items)
-        held = sum(len(cap.parse_pod_devices((p.metadata.annotations or {}).get(cap.POD_DEVICES)))
-                   for p in self.core.list_pod_for_all_namespaces().items
-                   if p.spec.node_name and p.status.phase in ("Pending", "Running"))
-        return total - held
 
     def run(self):
         running = {"on": True}
         signal.signal(signal.SIGTERM, lambda *a: running.update(on=False))
         while running["on"]:
+            took = {}
             for step in (self.sync_admission, self.sync_controller_manager, self.sync_scheduler,
                          self.ensure_default_queue, self.sync_device_plugin, self.unstick_gangs):
+                started = time.time()
                 try:
                     step()
                 except Exception as exc:  # pylint: disable=broad-except  # keep controlling; the log tells
                     log("controller: %s failed: %s" % (step.__name__, exc))
+                took[step.__name__] = time.time() - started
+            if sum(took.values()) > 10:
+                # A slow pass delays handshake answers: Volcano drops a node's vGPUs after 60 s without one.
+                log("controller: slow pass (%s)" % ", ".join("%s %.1f s" % kv for kv in sorted(took.items())))
             self.save()
             time.sleep(1)
         for child in self.children.values():
             child.stop()
         self.save()
+
+
+def vgpu_requests(pod):
+    """Memory units of each vGPU a pod asks for (one entry per vGPU; only pods that ask for vGPUs)."""
+    from kubernetes.utils import parse_quantity  # pylint: disable=import-outside-toplevel
+
+    requests = []
+    for container in pod.spec.containers:
+        limits = (container.resources and container.resources.limits) or {}
+        # The API server canonicalises quantities: a request of 1000 reads back as "1k".
+        count = int(parse_quantity(limits.get("volcano.sh/vgpu-number", "0") or "0"))
+        requests += [int(parse_quantity(limits.get("volcano.sh/vgpu-memory", "0") or "0"))] * count
+    return requests
 
 
 def node_gpus(node_name, gpus):
@@ -768,15 +804,41 @@ def create_nodes(nodes):
         api.create_node(obj)
         # Capacity is status: the create call drops it, so it is written through the status subresource.
         api.patch_node_status(node["name"], {"status": obj["status"]})
-    deadline = time.time() + 60
+    timeout = 60 + len(nodes) // 10  # kwok takes nodes on at its own pace (the benchmark fleet has 1000)
+    deadline = time.time() + timeout
     while time.time() < deadline:
         ready = [n.metadata.name for n in api.list_node().items
                  if any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))]
         if len(ready) == len(nodes):
-            log("%d nodes Ready: %s" % (len(ready), ", ".join(sorted(ready))))
+            log("%d nodes Ready: %s" % (len(ready), ", ".join(sorted(ready)[:10]) + (" ..." if len(ready) > 10 else "")))
             return
         time.sleep(1)
-    raise SystemExit("nodes not Ready after 60 s (kwok log: %s)" % (LAB / "logs" / "kwok.log"))
+    raise SystemExit("nodes not Ready after %d s (kwok log: %s)" % (timeout, LAB / "logs" / "kwok.log"))
+
+
+def _stop(name, pid, grace=5):
+    """SIGTERM to the process group a lab process leads, SIGKILL after `grace` seconds; only processes of this lab
+    (their command line names its directory or its binaries), so a recycled PID is never hit."""
+    try:
+        cmdline = pathlib.Path("/proc/%d/cmdline" % pid).read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return
+    if str(LAB) not in cmdline and "lab.py" not in cmdline and str(CACHE / "lab-bin") not in cmdline:
+        return
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.time() + grace
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.killpg(pid, signal.SIGKILL)
+    log("stopped %s (pid %d)" % (name, pid))
 
 
 def down(_args):
@@ -785,23 +847,16 @@ def down(_args):
         log("nothing to stop")
         return
     state = json.loads(state_file.read_text())
-    # The controller's children first (it stops them itself on SIGTERM, but not if it was killed).
-    children = [("%s (controller child)" % name, child["pid"])
-                for name, child in read_json(LAB / "children.json").items() if child.get("pid")]
-    for name, pid in children + list(reversed(list(state["pids"].items()))):
-        try:
-            os.killpg(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            continue
-        for dummy in range(50):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.1)
-        else:
-            os.killpg(pid, signal.SIGKILL)
-        log("stopped %s (pid %d)" % (name, pid))
+    pids = dict(state["pids"])
+    # The controller first: it would start a child again that it sees gone. Then its children (it stops them on
+    # SIGTERM, but not when it had to be killed), read after it is gone; then the rest, in reverse start order.
+    if "lab-controller" in pids:
+        _stop("lab-controller", pids.pop("lab-controller"), grace=15)
+    for name, child in read_json(LAB / "children.json").items():
+        if child.get("pid"):
+            _stop("%s (controller child)" % name, child["pid"])
+    for name, pid in reversed(list(pids.items())):
+        _stop(name, pid)
     for name in state.get("containers", []):
         subprocess.run(["podman", "rm", "-f", "-t", "0", name], check=False, capture_output=True)
         log("removed host %s" % name)
@@ -847,8 +902,9 @@ def main(argv=None):
     sub.add_parser("down")
     sub.add_parser("status")
     p_controller = sub.add_parser("controller")
-    p_controller.add_argument("--refresh", type=float, default=1.0,
-                              help="seconds between handshake refreshes of all GPU nodes (the plugin: 30)")
+    p_controller.add_argument("--refresh", type=float, default=float(os.environ.get("GPUFLEET_LAB_REFRESH", "1")),
+                              help="seconds between handshake refreshes of all GPU nodes (the plugin: 30; "
+                                   "default $GPUFLEET_LAB_REFRESH or 1)")
     args = parser.parse_args(argv)
     return {"up": up, "down": down, "status": status, "controller": controller}[args.cmd](args) or 0
 

@@ -102,3 +102,34 @@ def test_describe_and_markdown():
     assert smoke.describe(ValueError("first\nsecond")) == "ValueError: first"
     text = smoke.markdown([{"check": "gang", "status": "failed", "detail": "a|b", "seconds": 1.5}], "ns-1")
     assert "| gang | **FAILED** | 1.5 | a\\|b |" in text
+
+
+@pytest.mark.parametrize("registers, allocations, expected", [
+    ([REGISTER], [], {"GPU-a0": {"slots": 2, "memory": 8188}, "GPU-a1": {"slots": 2, "memory": 8188}}),
+    ([REGISTER], ["GPU-a0,NVIDIA,3000,0:", "GPU-a0,NVIDIA,1000,0:;GPU-a1,NVIDIA,500,0:"],
+     {"GPU-a0": {"slots": 0, "memory": 4188}, "GPU-a1": {"slots": 1, "memory": 7688}}),
+    # an unhealthy card offers nothing; allocations on cards not registered are ignored
+    (["GPU-x,4,16376,NVIDIA-RTX,false:"], ["GPU-zz,NVIDIA,100,0:"], {}),
+    ([None, ""], [None], {}),
+])
+def test_free_by_gpu(registers, allocations, expected):
+    assert cap.free_by_gpu(registers, allocations) == expected
+
+
+FREE = {"a": {"slots": 1, "memory": 8000}, "b": {"slots": 2, "memory": 6000}}
+
+
+@pytest.mark.parametrize("requests, fits", [
+    ([], True),
+    ([8000], True),
+    ([8001], False),
+    ([3000, 3000, 8000], True),          # largest first onto a; the two 3000 share b
+    ([3000, 3000, 3000], True),          # b takes two, a one
+    ([3000, 3000, 3000, 100], False),    # four vGPUs, three slots
+    ([6000, 6000], True),
+    ([6000, 6000, 1], False),
+    ([7000, 5000], True),
+])
+def test_fits(requests, fits):
+    assert cap.fits(requests, FREE) is fits
+    assert FREE == {"a": {"slots": 1, "memory": 8000}, "b": {"slots": 2, "memory": 6000}}  # input left alone

@@ -112,6 +112,8 @@ def test_plan_legacy_version_groups_by_split():
         ("volcano-device-plugin-split-2", ["rig01"]), ("volcano-device-plugin-split-3", ["rig02"])]
     assert "--device-split-count=3" in plan["daemonsets"][1]["args"]
     assert plan["node_labels"]["rig02"]["gpufleet.io/vgpu-split"] == "3"
+    assert plan["node_label_patches"][1] == {"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": "rig02", "labels": {"gpufleet.io/gpu": "true", "gpufleet.io/vgpu-split": "3"}}}
 
 
 def test_plan_config_hash_follows_the_settings():

@@ -1,0 +1,62 @@
+"""Table tests for the pure parts of the benchmarks: the packing bound (CP-SAT), traces, placement figures."""
+
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "tools" / "bench"))
+
+import packing  # noqa: E402  pylint: disable=wrong-import-position
+import workload as tr  # noqa: E402  pylint: disable=wrong-import-position
+
+TWO = [{"memory": 10, "slots": 2}, {"memory": 10, "slots": 2}]
+
+
+@pytest.mark.parametrize("gpus, jobs, bound", [
+    (TWO, [[6], [6], [5], [4, 4]], 20),                   # 6+4 and 6+4: the gang splits over both cards
+    (TWO, [[6], [6], [6]], 12),                           # memory: one 6 per card
+    ([{"memory": 10, "slots": 1}], [[3], [3], [3]], 3),   # slots: one pod per card
+    ([{"memory": 10, "slots": 1}], [[3, 3]], 0),          # a gang that cannot fit entirely places nothing
+    ([{"memory": 10, "slots": 4}], [[11], [2, 2, 2]], 6),  # a request larger than every card
+    ([{"memory": 16, "slots": 2}, {"memory": 24, "slots": 2}], [[12], [12], [12], [8]], 36),
+    ([], [[1]], 0),
+])
+def test_packing_bound(gpus, jobs, bound):
+    result = packing.packing_bound(gpus, jobs, time_limit=10)
+    assert result["optimal"]
+    assert result["bound"] == result["best"] == bound
+
+
+def test_trace_is_seeded_and_overloads_the_capacity():
+    first = tr.make_trace(7, slots=20, memory_mib=204700)
+    assert first == tr.make_trace(7, slots=20, memory_mib=204700)
+    assert first != tr.make_trace(8, slots=20, memory_mib=204700)
+    pods = sum(len(job["pods"]) for job in first)
+    memory = sum(sum(job["pods"]) for job in first)
+    assert pods >= 1.5 * 20 or memory >= 1.5 * 204700
+    sizes = {mib for mib, dummy in tr.MEMORY_MIX}
+    for job in first:
+        assert 1 <= len(job["pods"]) <= 5 and set(job["pods"]) <= sizes
+        if len(job["pods"]) > 1:
+            assert len(set(job["pods"])) == 1 and job["pods"][0] <= tr.GANG_MAX_MIB
+
+
+@pytest.mark.parametrize("mib, factor, units", [(4096, 1, 4096), (4096, 3, 1366), (6000, 3, 2000), (1, 5, 1)])
+def test_units(mib, factor, units):
+    assert tr.units(mib, factor) == units
+
+
+@pytest.mark.parametrize("values, fraction, expected", [
+    ([], 0.5, None), ([3.0], 0.99, 3.0), ([1, 2, 3, 4], 0.5, 2), ([1, 2, 3, 4], 0.99, 4), (list(range(1, 101)), 0.99, 99),
+])
+def test_percentile(values, fraction, expected):
+    assert tr.percentile(values, fraction) == expected
+
+
+def test_placement_figures():
+    jobs = [{"name": "single", "units": [4]}, {"name": "gang", "units": [3, 3, 3]},
+            {"name": "fits", "units": [2]}, {"name": "frag", "units": [5]}, {"name": "half", "units": [1, 1]}]
+    free = {"a": {"slots": 1, "memory": 3}, "b": {"slots": 1, "memory": 3}}
+    figures = tr.placement_figures(jobs, {"single": 1, "gang": 3, "half": 1}, free)
+    assert figures == {"partial_gangs": ["half"], "pending_fit_now": ["fits"], "pending_fragmented": ["frag"]}

@@ -1,0 +1,188 @@
+"""B1: the host layers of site.yml across 1, 4 and 8 podman test hosts, against fact gathering and a manual replay.
+
+Hosts are EL9-like systemd containers (Debian 12 userland with dnf/rpm and AlmaLinux's os-release: the RedHat paths
+the article's AlmaLinux 9 servers take, with the stand-in driver packages of the local repositories), prepared once
+as the lab's GPU hosts are (tools/lab/hosts.yml: base repositories, containerd, fake NVML) and committed as an image.
+"""
+
+import concurrent.futures
+import hashlib
+import json
+import os
+import subprocess
+import time
+
+import yaml
+
+import common
+
+BASE_IMAGE = "localhost/gpufleet-el9:9"
+PREFIX = "gpufleet-bench-b1"
+REPO_VOLUME = "%s:/srv/gpufleet-repo:ro" % (common.CACHE / "repos")
+# What tells whether a rerun restarted containerd or rewrote its configuration.
+PROBE = ("systemctl show containerd -p InvocationID --value; "
+         "for f in /etc/containerd/config.toml /etc/containerd/conf.d/*.toml; do "
+         "[ -e \"$f\" ] && stat -c '%n %i %Y' \"$f\"; done; true")
+
+
+def podman(*args, check=True):
+    return subprocess.run(["podman"] + list(args), check=check, capture_output=True, text=True)
+
+
+def image_tag():
+    digest = hashlib.sha256()
+    for path in ("tools/lab/hosts.yml", "tests/harness/fake_nvml.py", "tests/fixtures/nvml/rig01.json"):
+        digest.update((common.ROOT / path).read_bytes())
+    digest.update(podman("image", "inspect", "--format", "{{.Id}}", BASE_IMAGE).stdout.encode())
+    return "localhost/gpufleet-bench-host:%s" % digest.hexdigest()[:12]
+
+
+def inventory(work, hosts):
+    """Hosts as the lab's GPU nodes (same group vars), each with rig01's five RTX 4090 in its fake NVML."""
+    work.mkdir(parents=True, exist_ok=True)
+    lab_vars = yaml.safe_load((common.ROOT / "inventories" / "lab" / "group_vars" / "gpu_nodes.yml").read_text())
+    lab_vars.pop("ansible_host")
+    lab_vars.update(yaml.safe_load((common.ROOT / "inventories" / "lab" / "group_vars" / "rtx4090.yml").read_text()))
+    lab_vars["lab_nvml_fixture"] = "rig01"
+    path = work / "inventory.yml"
+    path.write_text(yaml.safe_dump({"all": {"children": {
+        "kube_control": {"hosts": {"localhost": {"ansible_connection": "local",
+                                                 "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}},
+        "gpu_nodes": {"hosts": {name: {"ansible_host": container} for name, container in hosts.items()},
+                      "vars": lab_vars}}}}))
+    return path
+
+
+def ansible(argv, inv, env=None):
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_CONFIG=str(common.ROOT / "ansible.cfg"),
+               **(env or {}))
+    started = time.time()
+    result = subprocess.run(argv + ["-i", str(inv)], env=env, cwd=str(common.ROOT), capture_output=True, text=True,
+                            check=False)
+    return time.time() - started, result.returncode, common.recap(result.stdout, result.stderr)
+
+
+def start(names, image):
+    for name in names:
+        podman("rm", "-f", "-t", "0", name, check=False)
+        podman("run", "-d", "--name", name, "--hostname", name.rsplit("-", 1)[-1], "--systemd=always",
+               "-v", REPO_VOLUME, image, "/sbin/init")
+    # systemd up and containerd (pre-installed in the image) running
+    deadline = time.time() + 120
+    for name in names:
+        while time.time() < deadline:
+            state = podman("exec", name, "systemctl", "is-system-running", check=False).stdout.strip()
+            if state in ("running", "degraded"):
+                break
+            time.sleep(1)
+
+
+def remove(names):
+    for name in names:
+        podman("rm", "-f", "-t", "0", name, check=False)
+
+
+def prepared_image(work):
+    tag = image_tag()
+    if podman("image", "exists", tag, check=False).returncode == 0:
+        return tag
+    name = "%s-prep" % PREFIX
+    start([name], BASE_IMAGE)
+    try:
+        inv = inventory(work / "prep", {"prep": name})
+        seconds, rc, recap = ansible(["ansible-playbook", str(common.ROOT / "tools" / "lab" / "hosts.yml")], inv)
+        if rc != 0:
+            raise RuntimeError("preparing the benchmark host image failed: %s" % recap)
+        podman("commit", "-q", name, tag)
+        common.log("host image %s prepared in %.0f s" % (tag, seconds))
+    finally:
+        remove([name])
+    return tag
+
+
+def probe(names):
+    return {name: podman("exec", name, "sh", "-c", PROBE, check=False).stdout.split("\n") for name in names}
+
+
+def differences(before, after):
+    """containerd restarts and configuration files rewritten between two probes, summed over hosts."""
+    restarts = sum(1 for name in before if before[name][0] != after[name][0])
+    rewrites = sum(len(set(after[name][1:]) - set(before[name][1:]) - {""}) for name in before)
+    return restarts, rewrites
+
+
+def manual(names):
+    """The article's steps as a shell script on every host at once; seconds until the last host is done."""
+    for name in names:
+        podman("cp", str(common.ROOT / "tools" / "bench" / "manual-node-steps.sh"), "%s:/root/manual.sh" % name)
+        podman("cp", str(common.ROOT / "tools" / "bench" / "nvidia-ctk-replay"), "%s:/usr/local/bin/nvidia-ctk-replay"
+               % name)
+
+    def one(name):
+        result = podman("exec", "-e", "NVIDIA_CTK=nvidia-ctk-replay", "-e",
+                        "KERNEL_RELEASE=5.14.0-503.40.1.el9_5.x86_64", name, "sh", "/root/manual.sh", check=False)
+        if result.returncode != 0:
+            raise RuntimeError("manual steps failed on %s: %s" % (name, (result.stdout + result.stderr)[-1500:]))
+
+    started = time.time()
+    with concurrent.futures.ThreadPoolExecutor(len(names)) as pool:
+        list(pool.map(one, names))
+    return time.time() - started
+
+
+def one_size(work, image, count):
+    names = ["%s-h%02d" % (PREFIX, i + 1) for i in range(count)]
+    hosts = {"h%02d" % (i + 1): name for i, name in enumerate(names)}
+    inv = inventory(work / ("n%d" % count), hosts)
+    start(names, image)
+    row = {"hosts": count}
+    try:
+        setup_s, rc, recap = ansible(["ansible", "gpu_nodes", "-m", "ansible.builtin.setup"], inv)
+        row["facts_s"] = round(setup_s, 1)
+        first_s, rc, recap = ansible(["ansible-playbook", "playbooks/site.yml", "--tags", "nodes"], inv)
+        if rc != 0:
+            raise RuntimeError("site.yml --tags nodes failed on %d hosts: %s" % (count, recap))
+        row["first_s"], row["first_changed"] = round(first_s, 1), recap["changed"]
+        for label, env in variants(count, work):
+            before = probe(names)
+            rerun_s, rc, recap = ansible(["ansible-playbook", "playbooks/site.yml", "--tags", "nodes"], inv, env)
+            restarts, rewrites = differences(before, probe(names))
+            row["rerun_%s" % label] = {"seconds": round(rerun_s, 1), "changed": recap.get("changed"), "rc": rc,
+                                       "containerd_restarts": restarts, "config_rewrites": rewrites,
+                                       "ratio_to_facts": round(rerun_s / setup_s, 2)}
+        ping_s, rc, recap = ansible(["ansible", "gpu_nodes", "-m", "ansible.builtin.ping"], inv)
+        row["one_task_s"] = round(ping_s, 1)
+        common.log("B1 %d hosts: %s" % (count, json.dumps(row)))
+    finally:
+        remove(names)
+    # The manual replay on fresh hosts of the same image: first run, then the rerun an operator does.
+    start(names, image)
+    try:
+        first = manual(names)
+        before = probe(names)
+        rerun = manual(names)
+        restarts, rewrites = differences(before, probe(names))
+        row["manual"] = {"first_s": round(first, 1), "rerun_s": round(rerun, 1), "containerd_restarts": restarts,
+                         "config_rewrites": rewrites}
+        common.log("B1 manual %d hosts: %s" % (count, row["manual"]))
+    finally:
+        remove(names)
+    return row
+
+
+def variants(count, work):
+    """The reruns measured: the repository's ansible.cfg (forks 20, what the measurements led to), the same with a
+    fact cache (smart gathering: no fact round trip on a rerun), and, where it differs, Ansible's default 5 forks."""
+    cache = {"ANSIBLE_GATHERING": "smart", "ANSIBLE_CACHE_PLUGIN": "ansible.builtin.jsonfile",
+             "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(work / "facts"), "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "3600"}
+    yield "cfg", {}
+    yield "fact_cache", cache
+    if count > 5:
+        yield "forks5", {"ANSIBLE_FORKS": "5"}
+
+
+def run(out_dir, sizes=(1, 4, 8)):
+    work = out_dir / "b1-work"
+    image = prepared_image(work)
+    rows = [one_size(work, image, count) for count in sizes]
+    return common.write_result(out_dir, "b1-hosts", {"image": image, "runs": rows})

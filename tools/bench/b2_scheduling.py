@@ -1,0 +1,262 @@
+"""B2: scheduling quality of the real Volcano scheduler on the article's cluster, against an offline packing bound.
+
+For each split count, the cluster roles deploy the plugin (playbooks/cluster.yml on the lab); then each scheduler
+configuration is put into the scheduler's ConfigMap (the lab restarts vc-scheduler from it, as the role's restart
+does in a cluster) and the same seeded trace is submitted at once: single vGPU pods and Volcano gang jobs.
+"""
+
+import threading
+import time
+
+import yaml
+from kubernetes import client, watch
+
+import common
+import packing
+import workload as tr
+
+SEED = 20261129
+SETTLE_S = 30        # no new binding for this long = the scheduler has placed what it will
+RUN_CAP_S = 240
+LABEL = "bench.gpufleet.io/job"
+
+ARTICLE_CONF = """actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: deviceshare
+    arguments:
+      deviceshare.VGPUEnable: true
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+"""
+
+
+def chart_default_conf(chart_dir):
+    """The chart's own scheduler configuration with deviceshare (VGPUEnable) added to its second tier."""
+    conf = yaml.safe_load((chart_dir / "config" / "volcano-scheduler.conf").read_text())
+    conf["tiers"][-1]["plugins"].append({"name": "deviceshare", "arguments": {"deviceshare.VGPUEnable": True}})
+    return yaml.safe_dump(conf, sort_keys=False)
+
+
+class Run:
+    """One trace on one configuration: submit, watch bindings, settle, measure, clean up."""
+
+    def __init__(self, api, namespace, jobs):
+        self.core, self.custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+        self.namespace, self.jobs = namespace, jobs
+        self.submitted, self.bound_at, self.last_bind = {}, {}, time.time()
+        self.stop = threading.Event()
+
+    def watch_bindings(self):
+        while not self.stop.is_set():
+            stream = watch.Watch()
+            try:
+                for event in stream.stream(self.core.list_namespaced_pod, self.namespace, timeout_seconds=5):
+                    pod = event["object"]
+                    if pod.spec.node_name and pod.metadata.name not in self.bound_at:
+                        self.bound_at[pod.metadata.name] = time.time()
+                        self.last_bind = time.time()
+                    if self.stop.is_set():
+                        break
+            except Exception:  # pylint: disable=broad-except  # a dropped watch is reopened
+                time.sleep(0.2)
+
+    def pod_spec(self, memory_units):
+        return {"schedulerName": "volcano", "terminationGracePeriodSeconds": 0, "containers": [{
+            "name": "cuda", "image": "registry.invalid/cuda:12", "resources": {"limits": {
+                "volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": str(memory_units)}}}]}
+
+    def submit(self):
+        self.core.create_namespace({"metadata": {"name": self.namespace}})
+        for job in self.jobs:
+            self.submitted[job["name"]] = time.time()
+            labels = {LABEL: job["name"]}
+            if len(job["units"]) == 1:
+                self.core.create_namespaced_pod(self.namespace, {
+                    "metadata": {"name": job["name"], "labels": labels}, "spec": self.pod_spec(job["units"][0])})
+                continue
+            self.custom.create_namespaced_custom_object("batch.volcano.sh", "v1alpha1", self.namespace, "jobs", {
+                "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": job["name"]},
+                "spec": {"minAvailable": len(job["units"]), "schedulerName": "volcano", "queue": "default",
+                         "tasks": [{"name": "w", "replicas": len(job["units"]), "template": {
+                             "metadata": {"labels": labels},
+                             "spec": dict(self.pod_spec(job["units"][0]), restartPolicy="Never")}}]}})
+
+    def settle(self):
+        expected = sum(len(job["units"]) for job in self.jobs)
+        started = time.time()
+        while time.time() - started < RUN_CAP_S:
+            if len(self.bound_at) >= expected or time.time() - self.last_bind >= SETTLE_S:
+                break
+            time.sleep(1)
+        return time.time() - started
+
+    def measure(self, gpus):
+        pods = self.core.list_namespaced_pod(self.namespace).items
+        bound = {}
+        used = {}
+        latencies = []
+        placed_units = 0
+        for pod in pods:
+            job = (pod.metadata.labels or {}).get(LABEL)
+            if not pod.spec.node_name or not job:
+                continue
+            bound[job] = bound.get(job, 0) + 1
+            if pod.metadata.name in self.bound_at:
+                latencies.append(self.bound_at[pod.metadata.name] - self.submitted[job])
+            for device in tr_devices(pod):
+                card = used.setdefault(device["uuid"], {"memory": 0, "slots": 0})
+                card["memory"] += device["memory_units"]
+                card["slots"] += 1
+                placed_units += device["memory_units"]
+        free = {uuid: {"memory": g["memory"] - used.get(uuid, {}).get("memory", 0),
+                       "slots": g["slots"] - used.get(uuid, {}).get("slots", 0)} for uuid, g in gpus.items()}
+        figures = tr.placement_figures(self.jobs, bound, free)
+        total_slots = sum(g["slots"] for g in gpus.values())
+        total_memory = sum(g["memory"] for g in gpus.values())
+        return dict(figures, placed_units=placed_units, pods_bound=sum(bound.values()),
+                    vgpus_used=round(sum(c["slots"] for c in used.values()) / float(total_slots), 4),
+                    memory_used=round(placed_units / float(total_memory), 4),
+                    jobs_bound=sum(1 for job in self.jobs if bound.get(job["name"], 0) == len(job["units"])),
+                    latency_p50_s=_round(tr.percentile(latencies, 0.5)),
+                    latency_p99_s=_round(tr.percentile(latencies, 0.99)),
+                    latency_max_s=_round(max(latencies) if latencies else None))
+
+    def cleanup(self):
+        self.stop.set()
+        self.core.delete_namespace(self.namespace)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                self.core.read_namespace(self.namespace)
+            except client.exceptions.ApiException as exc:
+                if exc.status == 404:
+                    return
+                raise
+            time.sleep(1)
+
+
+def tr_devices(pod):
+    from ansible_collections.gpufleet.vgpu.plugins.module_utils import _capacity  # pylint: disable=import-outside-toplevel
+    return _capacity.parse_pod_devices((pod.metadata.annotations or {}).get(_capacity.POD_DEVICES))
+
+
+def _round(value):
+    return None if value is None else round(value, 2)
+
+
+def registered_gpus(core):
+    from ansible_collections.gpufleet.vgpu.plugins.module_utils import _capacity  # pylint: disable=import-outside-toplevel
+    gpus = {}
+    for node in core.list_node().items:
+        for card in _capacity.parse_register((node.metadata.annotations or {}).get("volcano.sh/node-vgpu-register")):
+            gpus[card["uuid"]] = {"memory": card["memory_units"], "slots": card["split"], "node": node.metadata.name}
+    return gpus
+
+
+def set_scheduler_conf(lab, core, text):
+    """Put a configuration into the scheduler's ConfigMap and wait until the lab's vc-scheduler runs with it."""
+    name, key = "volcano-scheduler-configmap", "volcano-scheduler.conf"
+    # A comment naming the run makes every run start on a fresh scheduler (and cache), also when the configuration
+    # is the one already deployed.
+    text = "%s\n# gpufleet bench %.0f\n" % (text.rstrip("\n"), time.time())
+    before = _scheduler_pid(lab)
+    core.patch_namespaced_config_map(name, "volcano-system", {"data": {key: text}})
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        conf = lab.dir / "scheduler" / key
+        pid = _scheduler_pid(lab)
+        if conf.exists() and conf.read_text() == text and pid and pid != before:
+            time.sleep(3)  # its first session: the cache synced
+            return
+        time.sleep(1)
+    raise RuntimeError("vc-scheduler did not restart with the new configuration within 90 s")
+
+
+def _scheduler_pid(lab):
+    import json  # pylint: disable=import-outside-toplevel
+    try:
+        return json.loads((lab.dir / "children.json").read_text())["vc-scheduler"].get("pid")
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def run(out_dir, splits=(2, 4), seeds=(0,)):
+    lab = common.Lab("b2").up()
+    try:
+        api = lab.api()
+        core = client.CoreV1Api(api)
+        chart = common.pathlib.Path(lab.info["volcano_chart"])
+        results = []
+        for split in splits:
+            seconds, rc, recap = lab.playbook("cluster.yml", common.ROOT / "inventories" / "lab",
+                                              extra={"device_plugin_split_count": split})
+            if rc != 0:
+                raise RuntimeError("cluster.yml with split %d failed: %s" % (split, recap))
+            common.log("split %d deployed in %.0f s" % (split, seconds))
+            gpus = _wait_registered(core, split)
+            factor = _memory_factor(core)
+            slots = sum(g["slots"] for g in gpus.values())
+            memory_mib = sum(g["memory"] for g in gpus.values()) * factor
+            deployed = core.read_namespaced_config_map("volcano-scheduler-configmap", "volcano-system").data[
+                "volcano-scheduler.conf"]
+            for seed in seeds:
+                jobs = tr.make_trace(SEED + split + 1000 * seed, slots, memory_mib)
+                for job in jobs:
+                    job["units"] = [tr.units(mib, factor) for mib in job["pods"]]
+                started = time.time()
+                bound = packing.packing_bound(list(gpus.values()), [job["units"] for job in jobs])
+                bound["seconds"] = round(time.time() - started, 1)
+                common.log("packing bound split %d seed %d: %s" % (split, seed, bound))
+                configs = (("gpufleet-default", deployed), ("article", ARTICLE_CONF),
+                           ("chart-default+deviceshare", chart_default_conf(chart)))
+                for name, text in configs:
+                    set_scheduler_conf(lab, core, text)
+                    bench = Run(api, "bench-b2-%s-s%d-%d" % (name.split("+", maxsplit=1)[0], split, seed), jobs)
+                    watcher = threading.Thread(target=bench.watch_bindings, daemon=True)
+                    watcher.start()
+                    bench.submit()
+                    settle = bench.settle()
+                    figures = bench.measure(gpus)
+                    bench.cleanup()
+                    row = dict(figures, config=name, split=split, seed=seed, memory_factor=factor,
+                               seconds=round(settle, 1),
+                               bound_units=bound["bound"], bound_optimal=bound["optimal"],
+                               fraction_of_bound=round(figures["placed_units"] / float(bound["bound"]), 4)
+                               if bound["bound"] else None,
+                               pods=sum(len(j["units"]) for j in jobs), jobs=len(jobs),
+                               gangs=sum(1 for j in jobs if len(j["units"]) > 1), slots=slots)
+                    common.log("B2 split %d seed %d %s: %.1f%% of the bound, %d partial gangs, %d pending that fit, "
+                               "p99 %s s" % (split, seed, name, 100 * (row["fraction_of_bound"] or 0),
+                                             len(row["partial_gangs"]),
+                                             len(row["pending_fit_now"]), row["latency_p99_s"]))
+                    results.append(row)
+            # Back to what the role deployed, for the next split.
+            set_scheduler_conf(lab, core, deployed)
+        configs = {"article": ARTICLE_CONF, "chart-default+deviceshare": chart_default_conf(chart)}
+        return common.write_result(out_dir, "b2-scheduling", {"seed": SEED, "runs": results, "configs": configs})
+    finally:
+        lab.down()
+
+
+def _memory_factor(core):
+    text = core.read_namespaced_config_map("volcano-vgpu-device-config", "kube-system").data
+    conf = yaml.safe_load(next(iter(text.values())))
+    return int(conf["nvidia"]["gpuMemoryFactor"])
+
+
+def _wait_registered(core, split, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        gpus = registered_gpus(core)
+        if len(gpus) == 10 and all(g["slots"] == split for g in gpus.values()):
+            return gpus
+        time.sleep(2)
+    raise RuntimeError("the GPU nodes did not register split %d within %d s" % (split, timeout))

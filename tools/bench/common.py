@@ -1,0 +1,113 @@
+"""Shared plumbing of the benchmarks: the lab, playbook runs, timing, machine facts, raw JSON."""
+
+import datetime
+import json
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+LAB_PY = [sys.executable, str(ROOT / "tools" / "lab" / "lab.py")]
+CACHE = pathlib.Path(os.environ.get("GPUFLEET_CACHE", "/var/cache/gpufleet"))
+
+
+def log(msg):
+    print("[bench %s] %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
+
+
+def machine():
+    """Where the figures come from (absolute times only compare on the same machine)."""
+    mem_kib = int(next(line.split()[1] for line in open("/proc/meminfo", encoding="ascii")
+                       if line.startswith("MemTotal:")))
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo", encoding="ascii")
+                  if line.startswith("model name")), platform.processor())
+    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "cpus": os.cpu_count(), "cpu_model": model, "memory_gib": round(mem_kib / 1048576, 1),
+            "kernel": platform.release(), "python": platform.python_version(),
+            "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                     text=True, check=False).stdout.strip()}
+
+
+def write_result(out_dir, name, data):
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = dict(data, machine=machine())
+    (out_dir / ("%s.json" % name)).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    log("raw figures: %s" % (out_dir / ("%s.json" % name)))
+    return data
+
+
+class Lab:
+    """A lab of the benchmark's own (its own directory, so `make site`'s lab is never touched)."""
+
+    def __init__(self, name, nodes_file=None, hosts=False, refresh=None):
+        self.dir = CACHE / ("bench-%s" % name)
+        self.env = dict(os.environ, GPUFLEET_LAB_DIR=str(self.dir))
+        if refresh is not None:
+            self.env["GPUFLEET_LAB_REFRESH"] = str(refresh)
+        self.nodes_file, self.hosts = nodes_file, hosts
+
+    def up(self):
+        subprocess.run(LAB_PY + ["down"], env=self.env, check=True, capture_output=True)
+        argv = LAB_PY + ["up"] + (["--nodes", str(self.nodes_file)] if self.nodes_file else [])
+        argv += [] if self.hosts else ["--no-hosts"]
+        started = time.time()
+        subprocess.run(argv, env=self.env, check=True)
+        self.up_seconds = time.time() - started
+        self.info = json.loads((self.dir / "lab.json").read_text())
+        return self
+
+    def down(self):
+        subprocess.run(LAB_PY + ["down"], env=self.env, check=False, capture_output=True)
+
+    def api(self):
+        from kubernetes import config  # pylint: disable=import-outside-toplevel
+        return config.new_client_from_config(str(self.dir / "kubeconfig"))
+
+    def rss_mib(self):
+        """Resident memory of every lab process (control plane, kwok, controller, Volcano) together."""
+        state = json.loads((self.dir / "state.json").read_text())
+        children = json.loads((self.dir / "children.json").read_text()) if (self.dir / "children.json").exists() \
+            else {}
+        pids = list(state["pids"].values()) + [c["pid"] for c in children.values() if c.get("pid")]
+        total = 0
+        for pid in pids:
+            try:
+                total += int(next(line.split()[1] for line in open("/proc/%d/status" % pid, encoding="ascii")
+                                  if line.startswith("VmRSS:")))
+            except (OSError, StopIteration):
+                continue
+        return round(total / 1024.0, 1)
+
+    def playbook(self, playbook, inventory, extra=None, tags=None):
+        """ansible-playbook against this lab; returns (seconds, rc, recap)."""
+        argv = ["ansible-playbook", "-i", str(inventory), str(ROOT / "playbooks" / playbook)]
+        if extra:
+            argv += ["-e", json.dumps(extra)]  # JSON keeps types: key=value would pass the string "2"
+        if tags:
+            argv += ["--tags", tags]
+        env = dict(self.env, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
+        started = time.time()
+        result = subprocess.run(argv, env=env, cwd=str(ROOT), capture_output=True, text=True, check=False)
+        seconds = time.time() - started
+        return seconds, result.returncode, recap(result.stdout, result.stderr)
+
+
+def recap(stdout, stderr=""):
+    """changed/failed counts from the json callback's stats; the failure messages when there are any."""
+    try:
+        data = json.loads(stdout[stdout.index("{"):])
+    except ValueError:
+        return {"error": (stdout + stderr)[-2000:]}
+    stats = data.get("stats", {})
+    failures = []
+    for play in data.get("plays", []):
+        for task in play.get("tasks", []):
+            for host, res in task.get("hosts", {}).items():
+                if res.get("failed") or res.get("unreachable"):
+                    failures.append("%s: %s: %s" % (host, task["task"]["name"], res.get("msg", "")))
+    return {"changed": sum(s.get("changed", 0) for s in stats.values()),
+            "failed": sum(s.get("failures", 0) + s.get("unreachable", 0) for s in stats.values()),
+            "ok": sum(s.get("ok", 0) for s in stats.values()), "hosts": len(stats), "failures": failures[:10]}

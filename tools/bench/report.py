@@ -1,0 +1,103 @@
+"""docs/benchmarks.md from the raw JSON of a `make bench` run (tables; the prose around them is in the template)."""
+
+import json
+
+
+def _load(out, name):
+    path = out / ("%s.json" % name)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * len(header)) + "|"]
+    lines += ["| " + " | ".join("" if cell is None else str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def b1_tables(data):
+    if not data:
+        return "_not run_"
+    rows = data["runs"]
+    base = rows[0]
+    main = _table(
+        ["hosts", "facts (s)", "one task (s)", "first run (s)", "rerun (s)", "rerun changed", "rerun / facts",
+         "containerd restarts", "first run vs 1 host", "rerun vs 1 host"],
+        [[r["hosts"], r["facts_s"], r["one_task_s"], r["first_s"], r["rerun_cfg"]["seconds"],
+          r["rerun_cfg"]["changed"], r["rerun_cfg"]["ratio_to_facts"], r["rerun_cfg"]["containerd_restarts"],
+          "%.2f" % (r["first_s"] / base["first_s"]),
+          "%.2f" % (r["rerun_cfg"]["seconds"] / base["rerun_cfg"]["seconds"])] for r in rows])
+    variants = _table(
+        ["hosts", "rerun, Ansible's 5 forks (s)", "rerun, ansible.cfg (s)", "rerun, + fact cache (s)",
+         "rerun / facts, + fact cache"],
+        [[r["hosts"], (r.get("rerun_forks5") or {}).get("seconds", "= ansible.cfg (hosts <= 5)"),
+          r["rerun_cfg"]["seconds"], r["rerun_fact_cache"]["seconds"], r["rerun_fact_cache"]["ratio_to_facts"]]
+         for r in rows])
+    manual = _table(
+        ["hosts", "approach", "first run (s)", "rerun (s)", "containerd restarts on rerun",
+         "config files rewritten on rerun"],
+        [row for r in rows for row in (
+            [r["hosts"], "gpufleet site.yml --tags nodes", r["first_s"], r["rerun_cfg"]["seconds"],
+             r["rerun_cfg"]["containerd_restarts"], r["rerun_cfg"]["config_rewrites"]],
+            [r["hosts"], "manual script", r["manual"]["first_s"], r["manual"]["rerun_s"],
+             r["manual"]["containerd_restarts"], r["manual"]["config_rewrites"]])])
+    return "%s\n\nThe same rerun under the usual Ansible speed-ups (forks, fact cache):\n\n%s\n\nThe article's manual steps as a " \
+        "shell script (fresh hosts of the same image, all at once):\n\n%s" % (main, variants, manual)
+
+
+def b2_tables(data):
+    if not data:
+        return "_not run_"
+    rows = sorted(data["runs"], key=lambda r: (r["split"], r.get("seed", 0)))
+    runs = _table(
+        ["split", "seed", "configuration", "jobs (gangs)", "pods bound", "placed / bound", "bound proven optimal",
+         "vGPUs used", "memory used", "pending that fit now", "pending, fragmented", "partial gangs", "p50 bind (s)",
+         "p99 bind (s)"],
+        [[r["split"], r.get("seed", 0), r["config"], "%d (%d)" % (r["jobs"], r["gangs"]),
+          "%d / %d" % (r["pods_bound"], r["pods"]), "%.1f%%" % (100 * r["fraction_of_bound"]),
+          "yes" if r["bound_optimal"] else "no (upper bound used)",
+          "%.0f%%" % (100 * r["vgpus_used"]), "%.0f%%" % (100 * r["memory_used"]),
+          len(r["pending_fit_now"]), len(r["pending_fragmented"]), len(r["partial_gangs"]),
+          r["latency_p50_s"], r["latency_p99_s"]] for r in rows])
+    summary = {}
+    for r in rows:
+        summary.setdefault((r["split"], r["config"]), []).append(r)
+    means = _table(
+        ["split", "configuration", "traces", "placed / bound, mean", "min", "max", "partial gangs, total",
+         "pending that fit now, total"],
+        [[split, config, len(group), "%.1f%%" % (100 * sum(r["fraction_of_bound"] for r in group) / len(group)),
+          "%.1f%%" % (100 * min(r["fraction_of_bound"] for r in group)),
+          "%.1f%%" % (100 * max(r["fraction_of_bound"] for r in group)),
+          sum(len(r["partial_gangs"]) for r in group), sum(len(r["pending_fit_now"]) for r in group)]
+         for (split, config), group in sorted(summary.items())])
+    return "%s\n\nPer configuration, over the traces:\n\n%s" % (runs, means)
+
+
+def b3_tables(data):
+    if not data:
+        return "_not run_"
+    rows = data["runs"]
+    base = rows[0]
+
+    def growth(row, key, sub=None):
+        value, first = (row[key][sub], base[key][sub]) if sub else (row[key], base[key])
+        return "%.1fx" % (value / first) if value and first else ""
+    return _table(
+        ["nodes", "vGPUs", "device_plugin converge (s)", "rerun (s)", "rerun changed", "all registered (s)",
+         "pods", "bound/s", "peak RSS (MiB)", "converge growth", "RSS growth", "nodes growth"],
+        [[r["nodes"], r["vgpus"], r["converge_s"], r["rerun_s"], r["rerun_changed"], r["registered_s"],
+          r["throughput"]["pods"], r["throughput"]["pods_per_s"], r["peak_rss_mib"], growth(r, "converge_s"),
+          growth(r, "peak_rss_mib"), "%dx" % (r["nodes"] // base["nodes"])] for r in rows])
+
+
+def render(out, doc, template):
+    template = template.read_text()
+    machine = next((d["machine"] for d in (_load(out, n) for n in ("b1-hosts", "b2-scheduling", "b3-scale")) if d),
+                   None)
+    where = "no run yet" if machine is None else "%s, %s CPUs (%s), %.0f GiB, kernel %s, commit %s" % (
+        machine["date"], machine["cpus"], machine["cpu_model"], machine["memory_gib"], machine["kernel"],
+        machine["commit"])
+    text = template.replace("{{machine}}", where)
+    text = text.replace("{{b1}}", b1_tables(_load(out, "b1-hosts")))
+    text = text.replace("{{b2}}", b2_tables(_load(out, "b2-scheduling")))
+    text = text.replace("{{b3}}", b3_tables(_load(out, "b3-scale")))
+    doc.write_text(text)
