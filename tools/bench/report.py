@@ -69,7 +69,8 @@ def b2_tables(data):
           "%.1f%%" % (100 * max(r["fraction_of_bound"] for r in group)),
           sum(len(r["partial_gangs"]) for r in group), sum(len(r["pending_fit_now"]) for r in group)]
          for (split, config), group in sorted(summary.items())])
-    return "%s\n\nPer configuration, over the traces:\n\n%s" % (runs, means)
+    note = "\n\n_%s._" % data["note"] if data.get("note") else ""
+    return "%s\n\nPer configuration, over the traces:\n\n%s%s" % (runs, means, note)
 
 
 def b3_tables(data):
@@ -78,15 +79,18 @@ def b3_tables(data):
     rows = data["runs"]
     base = rows[0]
 
-    def growth(row, key, sub=None):
-        value, first = (row[key][sub], base[key][sub]) if sub else (row[key], base[key])
-        return "%.1fx" % (value / first) if value and first else ""
-    return _table(
+    def growth(row, key):
+        return "%.1fx" % (row[key] / base[key]) if row.get(key) and base.get(key) else ""
+    table = _table(
         ["nodes", "vGPUs", "device_plugin converge (s)", "rerun (s)", "rerun changed", "all registered (s)",
-         "pods", "bound/s", "peak RSS (MiB)", "converge growth", "RSS growth", "nodes growth"],
+         "pods created (s)", "pods bound in window", "bound/s", "handshake leaves", "peak RSS (MiB)",
+         "nodes growth", "converge growth", "rerun growth", "RSS growth"],
         [[r["nodes"], r["vgpus"], r["converge_s"], r["rerun_s"], r["rerun_changed"], r["registered_s"],
-          r["throughput"]["pods"], r["throughput"]["pods_per_s"], r["peak_rss_mib"], growth(r, "converge_s"),
-          growth(r, "peak_rss_mib"), "%dx" % (r["nodes"] // base["nodes"])] for r in rows])
+          r["throughput"]["create_seconds"], "%d / %d" % (r["throughput"]["bound"], r["throughput"]["pods"]),
+          r["throughput"]["pods_per_s"], r.get("handshake_leaves"), r["peak_rss_mib"],
+          "%dx" % (r["nodes"] // base["nodes"]), growth(r, "converge_s"), growth(r, "rerun_s"),
+          growth(r, "peak_rss_mib")] for r in rows])
+    return table + ("\n\n_%s._" % data["note"] if data.get("note") else "")
 
 
 def render(out, doc, template):
