@@ -64,6 +64,8 @@ def metric_values(text, name):
 CARD_METRIC = "volcano_vgpu_device_allocated_memory"
 POD_METRIC = "volcano_vgpu_device_memory_allocation_for_a_certain_pod"
 CARD_METRIC_FIXED = (1, 15, 0)
+# First version assumed not to double-count a gang member's vGPU while trying the gang [inferred: not verified on 1.15].
+GANG_EXACT_FIT_FIXED = (1, 15, 0)
 
 
 def compare_allocated_memory(metric, pods, smoke_names):
@@ -328,7 +330,13 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
         if bound:
             return "failed", "with %d vGPUs free the gang of %d bound %s: not all-or-nothing" % (
                 size - 1, size, ", ".join(sorted(bound)))
-        self.apps.patch_namespaced_deployment_scale("holder", self.namespace, {"spec": {"replicas": holders - 1}})
+        # Volcano before 1.15 refuses a gang that fits exactly: while it tries the gang, each member's vGPU is taken
+        # twice on the node's device state (deviceshare's allocation, then the predicates plugin's allocate event;
+        # vc-scheduler.log: "AllocateToPod failed not enough gpu fitted"), seen in 1.10. There the holder frees all
+        # its vGPUs; from 1.15 (the version gpufleet deploys) exactly one, as in the article.
+        version = self.volcano_version()
+        keep = holders - 1 if version is None or version >= GANG_EXACT_FIT_FIXED else 0
+        self.apps.patch_namespaced_deployment_scale("holder", self.namespace, {"spec": {"replicas": keep}})
         started = time.time()
         done, phases = self.wait(lambda: [p.status.phase for p in self.pods("volcano.sh/job-name=gang")].count(
             "Running") == size or [p.status.phase for p in self.pods("volcano.sh/job-name=gang")],
@@ -337,8 +345,9 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
             return "failed", "after the holder freed a vGPU the gang did not run within %d s (%s; %s)" % (
                 self.params["timeout"], phases, self.podgroup_status())
         self.smoke_pods.update(p.metadata.name for p in self.pods("volcano.sh/job-name=gang"))
-        return "passed", "no pod bound while %d of %d vGPUs were free for %d s; all %d ran %.0f s after one more " \
-            "was freed" % (size - 1, size, self.params["gang_hold_seconds"], size, time.time() - started)
+        return "passed", "no pod bound while %d of %d vGPUs were free for %d s; all %d ran %.0f s after %s" % (
+            size - 1, size, self.params["gang_hold_seconds"], size, time.time() - started,
+            "one more was freed" if keep else "the holder freed its %d (Volcano < 1.15 refuses exact fits)" % holders)
 
     def podgroup_status(self):
         """Phase and last condition of the namespace's PodGroups: why Volcano holds a job."""
