@@ -5,10 +5,12 @@ configuration is put into the scheduler's ConfigMap (the lab restarts vc-schedul
 does in a cluster) and the same seeded trace is submitted at once: single vGPU pods and Volcano gang jobs.
 """
 
+import json
 import threading
 import time
 
 import yaml
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _capacity
 from kubernetes import client, watch
 
 import common
@@ -98,32 +100,25 @@ class Run:
             time.sleep(1)
         return time.time() - started
 
-    def measure(self, gpus):
-        pods = self.core.list_namespaced_pod(self.namespace).items
-        bound = {}
-        used = {}
-        latencies = []
-        placed_units = 0
-        for pod in pods:
+    def measure(self, registers):
+        """Placement figures from the pods' device allocations against the registered GPUs (_capacity's view)."""
+        bound, latencies, allocations = {}, [], []
+        for pod in self.core.list_namespaced_pod(self.namespace).items:
             job = (pod.metadata.labels or {}).get(LABEL)
             if not pod.spec.node_name or not job:
                 continue
             bound[job] = bound.get(job, 0) + 1
             if pod.metadata.name in self.bound_at:
                 latencies.append(self.bound_at[pod.metadata.name] - self.submitted[job])
-            for device in tr_devices(pod):
-                card = used.setdefault(device["uuid"], {"memory": 0, "slots": 0})
-                card["memory"] += device["memory_units"]
-                card["slots"] += 1
-                placed_units += device["memory_units"]
-        free = {uuid: {"memory": g["memory"] - used.get(uuid, {}).get("memory", 0),
-                       "slots": g["slots"] - used.get(uuid, {}).get("slots", 0)} for uuid, g in gpus.items()}
+            allocations.append((pod.metadata.annotations or {}).get(_capacity.POD_DEVICES))
+        gpus = _capacity.free_by_gpu(registers, [])
+        free = _capacity.free_by_gpu(registers, allocations)
+        placed_units = sum(g["memory"] for g in gpus.values()) - sum(f["memory"] for f in free.values())
+        used_slots = sum(g["slots"] for g in gpus.values()) - sum(f["slots"] for f in free.values())
         figures = tr.placement_figures(self.jobs, bound, free)
-        total_slots = sum(g["slots"] for g in gpus.values())
-        total_memory = sum(g["memory"] for g in gpus.values())
         return dict(figures, placed_units=placed_units, pods_bound=sum(bound.values()),
-                    vgpus_used=round(sum(c["slots"] for c in used.values()) / float(total_slots), 4),
-                    memory_used=round(placed_units / float(total_memory), 4),
+                    vgpus_used=round(used_slots / float(sum(g["slots"] for g in gpus.values())), 4),
+                    memory_used=round(placed_units / float(sum(g["memory"] for g in gpus.values())), 4),
                     jobs_bound=sum(1 for job in self.jobs if bound.get(job["name"], 0) == len(job["units"])),
                     latency_p50_s=_round(tr.percentile(latencies, 0.5)),
                     latency_p99_s=_round(tr.percentile(latencies, 0.99)),
@@ -143,22 +138,13 @@ class Run:
             time.sleep(1)
 
 
-def tr_devices(pod):
-    from ansible_collections.gpufleet.vgpu.plugins.module_utils import _capacity  # pylint: disable=import-outside-toplevel
-    return _capacity.parse_pod_devices((pod.metadata.annotations or {}).get(_capacity.POD_DEVICES))
-
-
 def _round(value):
     return None if value is None else round(value, 2)
 
 
-def registered_gpus(core):
-    from ansible_collections.gpufleet.vgpu.plugins.module_utils import _capacity  # pylint: disable=import-outside-toplevel
-    gpus = {}
-    for node in core.list_node().items:
-        for card in _capacity.parse_register((node.metadata.annotations or {}).get("volcano.sh/node-vgpu-register")):
-            gpus[card["uuid"]] = {"memory": card["memory_units"], "slots": card["split"], "node": node.metadata.name}
-    return gpus
+def registrations(core):
+    """The plugin's node-vgpu-register annotations of all nodes."""
+    return [(node.metadata.annotations or {}).get(_capacity.REGISTER) for node in core.list_node().items]
 
 
 def set_scheduler_conf(lab, core, text):
@@ -181,7 +167,6 @@ def set_scheduler_conf(lab, core, text):
 
 
 def _scheduler_pid(lab):
-    import json  # pylint: disable=import-outside-toplevel
     try:
         return json.loads((lab.dir / "children.json").read_text())["vc-scheduler"].get("pid")
     except (OSError, ValueError, KeyError):
@@ -201,7 +186,8 @@ def run(out_dir, splits=(2, 4), seeds=(0,)):
             if rc != 0:
                 raise RuntimeError("cluster.yml with split %d failed: %s" % (split, recap))
             common.log("split %d deployed in %.0f s" % (split, seconds))
-            gpus = _wait_registered(core, split)
+            registers = _wait_registered(core, split)
+            gpus = _capacity.free_by_gpu(registers, [])
             factor = _memory_factor(core)
             slots = sum(g["slots"] for g in gpus.values())
             memory_mib = sum(g["memory"] for g in gpus.values()) * factor
@@ -224,7 +210,7 @@ def run(out_dir, splits=(2, 4), seeds=(0,)):
                     watcher.start()
                     bench.submit()
                     settle = bench.settle()
-                    figures = bench.measure(gpus)
+                    figures = bench.measure(registers)
                     bench.cleanup()
                     row = dict(figures, config=name, split=split, seed=seed, memory_factor=factor,
                                seconds=round(settle, 1),
@@ -255,8 +241,9 @@ def _memory_factor(core):
 def _wait_registered(core, split, timeout=120):
     deadline = time.time() + timeout
     while time.time() < deadline:
-        gpus = registered_gpus(core)
+        registers = registrations(core)
+        gpus = _capacity.free_by_gpu(registers, [])
         if len(gpus) == 10 and all(g["slots"] == split for g in gpus.values()):
-            return gpus
+            return registers
         time.sleep(2)
     raise RuntimeError("the GPU nodes did not register split %d within %d s" % (split, timeout))
