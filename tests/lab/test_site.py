@@ -1,6 +1,7 @@
 """playbooks/site.yml end to end on the lab: GPU nodes as podman hosts, the cluster, smoke tests, the report."""
 
 import json
+import subprocess
 import time
 
 from kubernetes import client
@@ -46,6 +47,59 @@ def test_site_end_to_end_then_no_change_outside_the_smoke_test(lab, tmp_path):
     assert rc == 0, (failed_messages(out), err[-3000:])
     outside = [(host, name) for host, name in changed_tasks(out) if not name.startswith("gpufleet.vgpu.smoke_test :")]
     assert outside == [], outside
+
+
+NODE_ROLES = ("node_python", "nvidia_driver", "container_runtime")
+
+
+def fast_path_messages(out):
+    """{(host, role): message} of every node role's "Report the fast path" task."""
+    return {(host, task["task"]["name"].split(" :")[0].rsplit(".", 1)[-1]): result.get("msg", "")
+            for play in out["plays"] for task in play["tasks"] if task["task"]["name"].endswith("Report the fast path")
+            for host, result in task["hosts"].items()}
+
+
+def on_host(lab, node, *argv):
+    name = json.loads((lab["dir"] / "lab.json").read_text())["hosts"][node]
+    return subprocess.run(["podman", "exec", name] + list(argv), capture_output=True, text=True, check=False)
+
+
+def test_node_fast_path_skips_unchanged_nodes_and_repairs_drift(lab, tmp_path):
+    """A rerun on unchanged nodes skips the node roles' tasks; what changed on a node is found and put back."""
+    assert lab["state"].get("hosts_ready"), "the lab's GPU nodes are not podman hosts (make images)"
+    rc, out, err = site(lab, tmp_path / "converge", "--tags", "nodes")
+    assert rc == 0, (failed_messages(out), err[-3000:])
+    rc, out, err = site(lab, tmp_path / "unchanged", "--tags", "nodes")
+    assert rc == 0, (failed_messages(out), err[-3000:])
+    messages = fast_path_messages(out)
+    assert sorted(messages) == sorted((h, r) for h in ("rig01", "rig02") for r in NODE_ROLES), messages
+    assert all("skipping every task: unchanged since the last run" in m for m in messages.values()), messages
+    assert changed_tasks(out) == []
+
+    # Drift on rig01 only: a file of the driver layer removed, containerd's default runtime changed by hand and
+    # stopped, a package of the node virtualenv uninstalled.
+    assert on_host(lab, "rig01", "rm", "/etc/modprobe.d/blacklist-nouveau.conf").returncode == 0
+    assert on_host(lab, "rig01", "sed", "-i", 's/default_runtime_name = "nvidia"/default_runtime_name = "runc"/',
+                   "/etc/containerd/config.toml").returncode == 0
+    assert on_host(lab, "rig01", "/opt/gpufleet/venv/bin/python", "-m", "pip", "uninstall", "-y", "-q",
+                   "tomlkit").returncode == 0
+    rc, out, err = site(lab, tmp_path / "drift", "--tags", "nodes")
+    assert rc == 0, (failed_messages(out), err[-3000:])
+    messages = fast_path_messages(out)
+    assert "file /etc/modprobe.d/blacklist-nouveau.conf is gone" in messages[("rig01", "nvidia_driver")], messages
+    assert "tree /etc/containerd changed" in messages[("rig01", "container_runtime")], messages
+    assert "site-packages" in messages[("rig01", "node_python")], messages
+    assert all("skipping every task" in messages[("rig02", r)] for r in NODE_ROLES), messages
+    assert {host for host, name in changed_tasks(out)} == {"rig01"}
+    assert on_host(lab, "rig01", "test", "-f", "/etc/modprobe.d/blacklist-nouveau.conf").returncode == 0
+    dump = on_host(lab, "rig01", "containerd", "config", "dump").stdout
+    assert 'default_runtime_name = "nvidia"' in dump
+    assert on_host(lab, "rig01", "/opt/gpufleet/venv/bin/python", "-c", "import tomlkit").returncode == 0
+
+    rc, out, err = site(lab, tmp_path / "repaired", "--tags", "nodes")
+    assert rc == 0, (failed_messages(out), err[-3000:])
+    assert all("skipping every task" in m for m in fast_path_messages(out).values())
+    assert changed_tasks(out) == []
 
 
 def test_a_failing_check_leaves_nothing_behind(lab, tmp_path):

@@ -143,9 +143,9 @@ def one_size(work, image, count):
         if rc != 0:
             raise RuntimeError("site.yml --tags nodes failed on %d hosts: %s" % (count, recap))
         row["first_s"], row["first_changed"] = round(first_s, 1), recap["changed"]
-        for label, env in variants(count, work):
+        for label, extra in variants():
             before = probe(names)
-            rerun_s, rc, recap = ansible(["ansible-playbook", "playbooks/site.yml", "--tags", "nodes"], inv, env)
+            rerun_s, rc, recap = ansible(["ansible-playbook", "playbooks/site.yml", "--tags", "nodes"] + extra, inv)
             restarts, rewrites = differences(before, probe(names))
             row["rerun_%s" % label] = {"seconds": round(rerun_s, 1), "changed": recap.get("changed"), "rc": rc,
                                        "containerd_restarts": restarts, "config_rewrites": rewrites,
@@ -170,15 +170,16 @@ def one_size(work, image, count):
     return row
 
 
-def variants(count, work):
-    """The reruns measured: the repository's ansible.cfg (forks 20, what the measurements led to), the same with a
-    fact cache (smart gathering: no fact round trip on a rerun), and, where it differs, Ansible's default 5 forks."""
-    cache = {"ANSIBLE_GATHERING": "smart", "ANSIBLE_CACHE_PLUGIN": "ansible.builtin.jsonfile",
-             "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(work / "facts"), "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "3600"}
-    yield "cfg", {}
-    yield "fact_cache", cache
-    if count > 5:
-        yield "forks5", {"ANSIBLE_FORKS": "5"}
+# Every node role's fast path off: each task runs, as before the fast path (docs/fast-path.md).
+EVERY_TASK = json.dumps({"node_python_fast_path": False, "nvidia_driver_fast_path": False,
+                         "container_runtime_fast_path": False})
+
+
+def variants():
+    """The reruns measured: the repository as it is (the fast path skips what did not change), then every task run
+    (the fast path off, what a rerun cost before it; it also shows that every task is still idempotent)."""
+    yield "fast", []
+    yield "every_task", ["-e", EVERY_TASK]
 
 
 def run(out_dir, sizes=(1, 4, 8)):
