@@ -15,7 +15,7 @@ from kubernetes import client
 import common
 
 PODS_PER_NODE = 10
-BIND_WINDOW_S = 150
+BIND_WINDOW_S = 90
 MODELS = ({"model": "NVIDIA GeForce RTX 4090", "memory_mib": 24564, "group": "rtx4090"},
           {"model": "NVIDIA GeForce RTX 4070 SUPER", "memory_mib": 16376, "group": "rtx4070s"})
 
