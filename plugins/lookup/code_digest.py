@@ -9,8 +9,8 @@ short_description: One digest over the files under directories on the controller
 version_added: 0.1.0
 author: gpufleet maintainers (@gpufleet)
 description:
-  - Walks every directory given (recursively, in a stable order, skipping C(__pycache__) and compiled files) and
-    returns one SHA-256 over the relative paths and contents of the files found.
+  - Walks every directory given (recursively, in a stable order, skipping C(__pycache__), compiled files and
+    Markdown documentation) and returns one SHA-256 over the relative paths and contents of the files found.
   - The node roles put it into the digest of their inputs, so that a new version of gpufleet's code never takes the
     fast path of state recorded by an older one.
 options:
@@ -50,7 +50,8 @@ def tree_digest(directories):
         for root, dirs, files in os.walk(top):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
             for name in sorted(files):
-                if name.endswith((".pyc", ".pyo")):
+                # Documentation does not change what a role does on a node.
+                if name.endswith((".pyc", ".pyo", ".md")):
                     continue
                 path = os.path.join(root, name)
                 digest.update(os.path.relpath(path, top).encode() + b"\0")

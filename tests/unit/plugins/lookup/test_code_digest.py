@@ -1,4 +1,4 @@
-"""The code digest changes with any file's content or name, and ignores compiled Python."""
+"""The code digest changes with any file's content or name, and ignores compiled Python and Markdown."""
 
 import pytest
 from ansible.errors import AnsibleLookupError
@@ -14,6 +14,7 @@ def test_code_digest(tmp_path):
     (tmp_path / "__pycache__").mkdir()
     (tmp_path / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
     (tmp_path / "y.pyc").write_bytes(b"\0")
+    (tmp_path / "README.md").write_text("# docs\n")
     assert tree_digest([str(tmp_path)]) == first
     (tmp_path / "tasks" / "main.yml").write_text("---\n# changed\n")
     second = tree_digest([str(tmp_path)])
