@@ -27,8 +27,10 @@ MAX_DRIFT = 10
 STAMP_DIR = "/var/lib/gpufleet/stamps"
 # Facts older than this (seconds) come from a cache, not from this run: they do not show the node's present state.
 MAX_FACT_AGE = 300
-# A tree larger than this is not hashed (a stamp that watches a big tree would slow every fact gathering down).
+# A tree larger than this is not hashed (a stamp that watches a big tree would slow every fact gathering down);
+# such a tree always counts as drift, so it can never vouch for a fast path.
 MAX_TREE_FILES = 2000
+TOO_MANY_FILES = "too many files"
 
 
 def normalize_spec(spec):
@@ -88,7 +90,7 @@ def observe_tree(path):
             elif not name.endswith("/"):
                 count += 1
                 if count > MAX_TREE_FILES:
-                    return "too many files"
+                    return TOO_MANY_FILES
                 digest.update((observe_file(full) or "unreadable").encode())
             digest.update(b"\n")
     return digest.hexdigest()
@@ -176,6 +178,9 @@ def drift(recorded, observed):
         before, after = recorded.get(key) or {}, observed.get(key) or {}
         for item in sorted(set(before) | set(after)):
             old, new = before.get(item), after.get(item)
+            if new == TOO_MANY_FILES:
+                changes.append("%s %s has more than %d files, too many to watch" % (key[:-1], item, MAX_TREE_FILES))
+                continue
             if old == new:
                 continue
             if old is None:

@@ -76,8 +76,8 @@ options:
     type: path
     default: /etc/ansible/facts.d
 notes:
-  - The fact runs with the interpreter that ran this module. Watching a tree of more than 2000 files is refused at
-    observation time (reported as drift), so that fact gathering stays fast.
+  - The fact runs with the interpreter that ran this module. A tree of more than 2000 files is not hashed, so that
+    fact gathering stays fast, and always counts as drift (the role then always runs in full).
 seealso:
   - module: ansible.builtin.setup
 """

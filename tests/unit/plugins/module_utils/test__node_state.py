@@ -95,6 +95,16 @@ def test_observe_files_trees_and_listings(tmp_path):
     ]
 
 
+def test_a_tree_too_large_to_watch_is_always_drift(tmp_path, monkeypatch):
+    monkeypatch.setattr(ns, "MAX_TREE_FILES", 2)
+    for name in "abc":
+        (tmp_path / name).write_text(name)
+    spec = ns.normalize_spec({"trees": [str(tmp_path)]})
+    observed = ns.observe(spec)
+    assert observed["trees"][str(tmp_path)] == ns.TOO_MANY_FILES
+    assert ns.drift(observed, ns.observe(spec)) == ["tree %s has more than 2 files, too many to watch" % tmp_path]
+
+
 def test_observe_queries_packages_and_services_once_each():
     calls = []
 
