@@ -53,9 +53,8 @@ def inventory(work, hosts):
     return path
 
 
-def ansible(argv, inv, env=None):
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_CONFIG=str(common.ROOT / "ansible.cfg"),
-               **(env or {}))
+def ansible(argv, inv):
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_CONFIG=str(common.ROOT / "ansible.cfg"))
     started = time.time()
     result = subprocess.run(argv + ["-i", str(inv)], env=env, cwd=str(common.ROOT), capture_output=True, text=True,
                             check=False)
