@@ -20,11 +20,18 @@ help: ## List the targets
 deps: ## Install the Debian packages the tests need (root; no-op when present)
 	tests/harness/install-deps.sh
 
-bootstrap: $(VENV)/.installed $(COLLECTION_LINK) ## Create the pinned virtualenv (.venv) and link the collection
+bootstrap: $(VENV)/.installed $(VENV)/.paths $(COLLECTION_LINK) ## Create the pinned virtualenv (.venv) and link the collection
 
 $(VENV)/.installed: requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet -r requirements.txt -c constraints.txt
+	touch $@
+
+# The one way tests, benchmarks and the lab import this checkout's Python: the collection as
+# ansible_collections.gpufleet.vgpu (through .build/collections), the lab as gpufleet_lab, the benchmarks' modules.
+$(VENV)/.paths: $(VENV)/.installed Makefile
+	printf '%s\n' $(CURDIR)/.build/collections $(CURDIR)/tools/lab $(CURDIR)/tools/bench \
+	  > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/gpufleet-checkout.pth"
 	touch $@
 
 $(COLLECTION_LINK):

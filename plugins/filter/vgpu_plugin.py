@@ -42,6 +42,7 @@ _value:
   type: dict
 """
 
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _compat
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _vgpu_plugin as vp
 
 
@@ -57,9 +58,14 @@ def vgpu_conflicting_daemonsets(daemonsets, listed, image_pattern):
     return vp.conflicting_daemonsets(daemonsets, listed, image_pattern)
 
 
+def vgpu_version_compatibility(volcano_version, plugin):
+    return _compat.check(volcano_version, plugin)
+
+
 class FilterModule:
     """vGPU device plugin filters."""
 
     def filters(self):
         return {"vgpu_plugin_plan": vgpu_plugin_plan, "vgpu_registration_check": vgpu_registration_check,
-                "vgpu_conflicting_daemonsets": vgpu_conflicting_daemonsets}
+                "vgpu_conflicting_daemonsets": vgpu_conflicting_daemonsets,
+                "vgpu_version_compatibility": vgpu_version_compatibility}

@@ -17,7 +17,6 @@ import time
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _capacity as cap
-from ansible_collections.gpufleet.vgpu.plugins.module_utils import _vgpu_plugin as vgpu
 
 try:
     from kubernetes import client
@@ -59,13 +58,8 @@ def metric_values(text, name):
     return values
 
 
-# Volcano before 1.15 adds the card's running total to volcano_vgpu_device_allocated_memory for every pod
-# (AddPodMetrics: Add(UsedMem) instead of Set), so the card figure is over-counted there; its per-pod metric is right.
 CARD_METRIC = "volcano_vgpu_device_allocated_memory"
-POD_METRIC = "volcano_vgpu_device_memory_allocation_for_a_certain_pod"
-CARD_METRIC_FIXED = (1, 15, 0)
-# First version assumed not to double-count a gang member's vGPU while trying the gang [inferred: not verified on 1.15].
-GANG_EXACT_FIT_FIXED = (1, 15, 0)
+MEMORY_LIMIT_ENV = "CUDA_DEVICE_MEMORY_LIMIT_0"
 
 
 def compare_allocated_memory(metric, pods, smoke_names):
@@ -214,15 +208,12 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
             return "failed", "prometheus-client is not installed on the host running the smoke test"
         if not self.pods("gpufleet.io/smoke"):
             return "skipped", "no smoke pod holds a vGPU (fill did not run)"
-        # Volcano 1.10 counts a freshly bound pod twice until the node's next resync (the device plugin's handshake
-        # causes one at least every 30 s); the check waits for the scheduler's figures to settle, bounded.
+        # The scheduler sets the figure when it allocates and rebuilds it when a node's devices change; it is read
+        # until it matches the pods, bounded.
         state = {}
 
-        version = self.volcano_version()
-        name = CARD_METRIC if version is None or version >= CARD_METRIC_FIXED else POD_METRIC
-
         def settled():
-            metric = metric_values(self.scheduler_metrics(), name)
+            metric = metric_values(self.scheduler_metrics(), CARD_METRIC)
             live = [p.to_dict() for p in self.core.list_pod_for_all_namespaces().items
                     if p.status.phase in ("Pending", "Running") and p.spec.node_name]
             for pod in live:  # to_dict() is snake_case; the comparison reads the API's field names
@@ -233,30 +224,39 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
         done, dummy = self.wait(settled, self.params["metrics_settle_seconds"], interval=2)
         if not done:
             return "failed", "; ".join(state["problems"])
-        cards = state["cards"]
-        detail = "%s matches the smoke pods' requests on %d cards (after %.0f s)" % (name, cards, time.time() - started)
-        if name == POD_METRIC:
-            detail += " (Volcano %s over-counts %s, fixed in 1.15: the per-pod metric is compared)" % (
-                ".".join(map(str, version)), CARD_METRIC)
+        detail = "%s matches the smoke pods' requests on %d cards (after %.0f s)" % (
+            CARD_METRIC, state["cards"], time.time() - started)
+        missing, checked = self.monitor_series()
+        if checked is None:
+            return "passed", detail + " (the plugin monitor's :%d series not checked: %s)" % (
+                self.params["plugin_metrics_port"], missing)
+        if missing:
+            return "failed", detail + "; the plugin monitor has no HostGPUMemoryUsage on %s" % ", ".join(missing)
+        return "passed", detail + "; the plugin monitor's HostGPUMemoryUsage series are present on %s" % (
+            ", ".join(checked))
+
+    def monitor_series(self):
+        """(nodes without HostGPUMemoryUsage, nodes checked), or (why not, None) when the monitor cannot be read."""
+        urls = self.params["plugin_metrics_urls"] or {}
+        nodes = sorted(n.metadata.name for n in self.gpu_nodes())
+        missing, checked = [], []
+        if urls:
+            for node in nodes:
+                if node not in urls:
+                    missing.append("%s (no monitor URL)" % node)
+                    continue
+                with open_url(urls[node].rstrip("/") + "/metrics", timeout=30) as response:
+                    body = response.read().decode()
+                (checked if "HostGPUMemoryUsage" in body else missing).append(node)
+            return missing, checked
         if not self.real_gpus:
-            return "passed", detail + " (simulated GPU nodes: the plugin monitor's :9394 series not checked)"
-        missing = []
+            return "simulated GPU nodes without plugin_metrics_urls", None
         for pod in self.core.list_namespaced_pod(self.params["plugin_namespace"],
                                                  label_selector="gpufleet.io/component=device-plugin").items:
             body = self.core.connect_get_namespaced_pod_proxy_with_path(
                 "%s:%d" % (pod.metadata.name, self.params["plugin_metrics_port"]), pod.metadata.namespace, "metrics")
-            if "HostGPUMemoryUsage" not in body:
-                missing.append(pod.spec.node_name)
-        if missing:
-            return "failed", detail + "; the plugin monitor has no HostGPUMemoryUsage on %s" % ", ".join(missing)
-        return "passed", detail + "; the plugin monitor's :%d series are present" % self.params["plugin_metrics_port"]
-
-    def volcano_version(self):
-        """Version of the scheduler's image tag, or None."""
-        for deploy in self.apps.list_namespaced_deployment(self.params["scheduler_namespace"],
-                                                           label_selector="app=volcano-scheduler").items:
-            return vgpu.image_version(deploy.spec.template.spec.containers[0].image)
-        return None
+            (checked if "HostGPUMemoryUsage" in body else missing).append(pod.spec.node_name)
+        return missing, checked
 
     def scheduler_metrics(self):
         if self.params["scheduler_metrics_url"]:
@@ -269,7 +269,7 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
 
     def check_memory_limit(self):
         if not self.real_gpus:
-            return "skipped", "needs real GPUs: the GPU nodes are simulated (no CUDA to allocate memory with)"
+            return self.check_memory_limit_recorded()
         units = self.params["vgpu_memory"]
         limit_mib = units * self.params["memory_factor"]
         outcome = {}
@@ -292,14 +292,63 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
                 limit_mib // 2, limit_mib, limit_mib + limit_mib // 2)
         return "failed", "under the limit: %s; over the limit: %s (OOM in log: %s)" % (under[0], over[0], oom)
 
+    def check_memory_limit_recorded(self):
+        """Simulated GPUs: what kubelet gave the container, as the cluster recorded it (the lab's device manager
+        writes the device plugin's Allocate response on the pod), for one vGPU of each card type; the article's
+        tensors are judged against that limit."""
+        annotation = self.params["device_run_options_annotation"]
+        if not annotation:
+            return "skipped", ("needs real GPUs, or a simulated cluster that records the containers' device env "
+                               "(device_run_options_annotation)")
+        cards = {}
+        for node in self.gpu_nodes():
+            for card in cap.parse_register((node.metadata.annotations or {}).get(cap.REGISTER)):
+                cards.setdefault(card["model"], (node.metadata.name, card["memory_units"] // card["split"]))
+        names = {}
+        for index, (model, (node, units)) in enumerate(sorted(cards.items())):
+            spec = self.pod_spec(units)
+            spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+            names[model] = "limit-%d" % index
+            self.create_pod(names[model], units, spec=spec, labels={"gpufleet.io/smoke": "limit"})
+
+        def recorded():
+            pods = {p.metadata.name: p for p in self.pods("gpufleet.io/smoke=limit")}
+            have = [n for n, p in pods.items() if p.status.phase == "Running" and annotation in
+                    (p.metadata.annotations or {})]
+            return len(have) == len(names) or ["%s: %s" % (n, p.status.phase) for n, p in sorted(pods.items())]
+        done, last = self.wait(recorded, self.params["timeout"])
+        if not done:
+            return "failed", "the one-vGPU pods did not run with a recorded allocation within %d s (%s)" % (
+                self.params["timeout"], last)
+        problems, lines = [], []
+        factor, overhead = self.params["memory_factor"], self.params["cuda_context_mib"]
+        for model, name in sorted(names.items()):
+            node, units = cards[model]
+            pod = self.core.read_namespaced_pod(name, self.namespace)
+            recorded_options = json.loads(pod.metadata.annotations[annotation])
+            envs = recorded_options.get(pod.spec.containers[0].name, {}).get("envs", {})
+            limit = envs.get(MEMORY_LIMIT_ENV, "")
+            want = units * factor
+            if limit != "%dm" % want:
+                problems.append("%s on %s: %s=%r, a vGPU of %d units is %d MiB" % (
+                    model, node, MEMORY_LIMIT_ENV, limit, units, want))
+                continue
+            verdicts = ["%d MiB %s" % (mib, "fits" if mib + overhead <= want else "runs out of memory")
+                        for mib in self.params["tensor_sizes_mib"]]
+            lines.append("%s on %s: one vGPU = %d units, %s=%s; with %d MiB of CUDA context a tensor of %s" % (
+                model, node, units, MEMORY_LIMIT_ENV, limit, overhead, ", ".join(verdicts)))
+        self.delete_pods("gpufleet.io/smoke=limit")
+        if problems:
+            return "failed", "; ".join(problems)
+        return "passed", "; ".join(lines) + " (simulated GPUs: the limit kubelet gave the container, no allocation)"
+
     def check_gang(self):
         size = self.params["gang_size"]
         free = self.free_vgpus()
         if free < size:
             return "skipped", "only %d free vGPUs, the gang needs %d" % (free, size)
         holders = free - (size - 1)
-        # The holder's pods name their PodGroup from the start (Volcano 1.10's cache otherwise can keep a vGPU of a
-        # pod it saw before the controller annotated it).
+        # The holder's pods name their PodGroup from the start, as a Volcano Job's pods do.
         self.objects.create_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", self.namespace, "podgroups", {
             "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "holder"},
             "spec": {"minMember": 1, "queue": self.params["queue"]}})
@@ -330,13 +379,8 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
         if bound:
             return "failed", "with %d vGPUs free the gang of %d bound %s: not all-or-nothing" % (
                 size - 1, size, ", ".join(sorted(bound)))
-        # Volcano before 1.15 refuses a gang that fits exactly: while it tries the gang, each member's vGPU is taken
-        # twice on the node's device state (deviceshare's allocation, then the predicates plugin's allocate event;
-        # vc-scheduler.log: "AllocateToPod failed not enough gpu fitted"), seen in 1.10. There the holder frees all
-        # its vGPUs; from 1.15 (the version gpufleet deploys) exactly one, as in the article.
-        version = self.volcano_version()
-        keep = holders - 1 if version is None or version >= GANG_EXACT_FIT_FIXED else 0
-        self.apps.patch_namespaced_deployment_scale("holder", self.namespace, {"spec": {"replicas": keep}})
+        # The article's step: the holder frees one vGPU, so the gang fits exactly.
+        self.apps.patch_namespaced_deployment_scale("holder", self.namespace, {"spec": {"replicas": holders - 1}})
         started = time.time()
         done, phases = self.wait(lambda: [p.status.phase for p in self.pods("volcano.sh/job-name=gang")].count(
             "Running") == size or [p.status.phase for p in self.pods("volcano.sh/job-name=gang")],
@@ -345,9 +389,9 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
             return "failed", "after the holder freed a vGPU the gang did not run within %d s (%s; %s)" % (
                 self.params["timeout"], phases, self.podgroup_status())
         self.smoke_pods.update(p.metadata.name for p in self.pods("volcano.sh/job-name=gang"))
-        return "passed", "no pod bound while %d of %d vGPUs were free for %d s; all %d ran %.0f s after %s" % (
-            size - 1, size, self.params["gang_hold_seconds"], size, time.time() - started,
-            "one more was freed" if keep else "the holder freed its %d (Volcano < 1.15 refuses exact fits)" % holders)
+        return "passed", ("no pod bound while %d of %d vGPUs were free for %d s; all %d ran %.0f s after the holder "
+                          "freed one (it kept %d)" % (size - 1, size, self.params["gang_hold_seconds"], size,
+                                                      time.time() - started, holders - 1))
 
     def podgroup_status(self):
         """Phase and last condition of the namespace's PodGroups: why Volcano holds a job."""

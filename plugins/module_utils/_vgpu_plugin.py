@@ -10,7 +10,8 @@ rendered ConfigMaps) and by the local lab's emulated plugin, so both agree on on
   given, then the node's entry in ``volcano-vgpu-node-config`` (split count, core scaling, device filters, mode).
 - before v1.12.0: the node ConfigMap is ignored and the flag defaults win over the device ConfigMap (upstream
   volcano-vgpu-device-plugin#87 and #119) - hence the one-DaemonSet-per-split-count fallback.
-- kubelet drops a device list above ~60000 entries (upstream #145): ``volcano.sh/vgpu-memory`` then reads 0.
+- kubelet drops a device list larger than gRPC's 4 MiB message limit (upstream #145): ``volcano.sh/vgpu-memory``
+  then reads 0. For NVML's 40-character UUIDs that is about 64,000 memory units per node.
 """
 
 from __future__ import annotations
@@ -20,8 +21,15 @@ import json
 import math
 import re
 
-# kubelet's gRPC message limit expressed as device entries (upstream volcano-vgpu-device-plugin#145).
-DEVICE_ENTRY_LIMIT = 60000
+# kubelet reads each device plugin's ListAndWatch with gRPC's default 4 MiB receive limit. Plugin v1.12.0 lists one
+# device per vgpu-memory unit, "<uuid>-memory-<i>" (server.go apiDevices), so a large node's list is dropped whole
+# (upstream volcano-vgpu-device-plugin#145). The lab checks this against kubelet's own device manager.
+LIST_AND_WATCH_LIMIT = 4 * 1024 * 1024
+# An NVML UUID is "GPU-" and 36 characters; GPUs only declared in the inventory are sized as such.
+UUID_LENGTH = 40
+# The auto factor keeps every list within this share of the limit, so that a driver reporting a few more MiB, or a
+# GPU more, does not tip a node over it.
+AUTO_FACTOR_HEADROOM = 0.9
 NODE_CONFIG_VERSION = (1, 12, 0)
 FLAG_DEFAULTS = {"split": 2, "memory_factor": 1, "core_scaling": 1.0}
 OPERATING_MODES = ("hami-core", "mig")
@@ -119,6 +127,19 @@ def resolve_config(node_name, device_config, node_config, args, version):
     return settings
 
 
+def memory_list_bytes(gpus, factor):
+    """Size of the plugin's vgpu-memory ListAndWatch message for these GPUs. Each device is one protobuf entry of
+    its ID and the word Healthy: 13 bytes around the ID for every ID shorter than 117 characters."""
+    size = 0
+    for gpu in gpus:
+        prefix = max(len(gpu["uuid"]), UUID_LENGTH) + len("-memory-")
+        units = gpu["memory_mib"] // factor
+        for digits in range(1, len(str(max(units - 1, 0))) + 1):
+            with_digits = min(units, 10 ** digits) - (10 ** (digits - 1) if digits > 1 else 0)
+            size += max(with_digits, 0) * (prefix + digits + 13)
+    return size
+
+
 def registration(gpus, settings):
     """Annotation value of volcano.sh/node-vgpu-register and the node's extended resources.
 
@@ -131,17 +152,19 @@ def registration(gpus, settings):
     memory_units = sum(g["memory_mib"] // factor for g in kept)
     resources = {
         "volcano.sh/vgpu-number": len(kept) * settings["split"],
-        # One fake device per unit: past kubelet's limit the whole list is dropped and the resource reads 0.
-        "volcano.sh/vgpu-memory": memory_units if memory_units <= DEVICE_ENTRY_LIMIT else 0,
+        # One device per unit: past kubelet's message limit the whole list is dropped and the resource reads 0.
+        "volcano.sh/vgpu-memory": memory_units if memory_list_bytes(kept, factor) <= LIST_AND_WATCH_LIMIT else 0,
         "volcano.sh/vgpu-cores": int(len(kept) * 100 * settings["core_scaling"]),
     }
     return ":".join(entries) + ":" if entries else "", resources
 
 
-def memory_factor(node_totals_mib, limit=DEVICE_ENTRY_LIMIT):
-    """Smallest gpuMemoryFactor that keeps every node's vgpu-memory device list within kubelet's limit."""
-    largest = max([int(t) for t in node_totals_mib] or [0])
-    return max(1, math.ceil((largest + 1) / limit)) if largest > limit else 1
+def memory_factor(nodes_gpus, limit=LIST_AND_WATCH_LIMIT * AUTO_FACTOR_HEADROOM):
+    """Smallest gpuMemoryFactor that keeps every node's vgpu-memory device list within `limit` bytes."""
+    factor = 1
+    while any(memory_list_bytes(gpus, factor) > limit for gpus in nodes_gpus):
+        factor += 1
+    return factor
 
 
 def device_config(overrides=None):
@@ -248,7 +271,7 @@ def plan(settings, hostvars):
         errors.extend(validate_node_settings(name, nodes[name]))
     factor = settings.get("memory_factor", "auto")
     if factor == "auto":
-        factor = memory_factor([sum(g["memory_mib"] for g in n["gpus"]) for n in nodes.values()])
+        factor = memory_factor([n["gpus"] for n in nodes.values()])
     elif isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
         errors.append("device_plugin_gpu_memory_factor must be 'auto' or an integer >= 1, got %r" % (factor,))
     version = image_version("x:%s" % settings.get("version", ""))
@@ -279,9 +302,11 @@ def plan(settings, hostvars):
         expected[name] = dict(resources, host=spec["host"], gpus=len(spec["gpus"]), split=effective["split"],
                               memory_mib=sum(g["memory_mib"] for g in spec["gpus"]))
         if resources["volcano.sh/vgpu-memory"] == 0:
-            errors.append("node %s: %d memory units exceed kubelet's device-list limit (%d) even with "
-                          "gpuMemoryFactor %d; raise device_plugin_gpu_memory_factor"
-                          % (name, expected[name]["memory_mib"] // factor, DEVICE_ENTRY_LIMIT, factor))
+            errors.append("node %s: with gpuMemoryFactor %d its %d memory units make a %d-byte device list, over the "
+                          "%d bytes kubelet reads from a device plugin (vgpu-memory would be 0); raise "
+                          "device_plugin_gpu_memory_factor"
+                          % (name, factor, expected[name]["memory_mib"] // factor,
+                             memory_list_bytes(spec["gpus"], factor), LIST_AND_WATCH_LIMIT))
     if errors:
         return {"errors": errors}
     node_cfg = node_config({n: nodes[n] for n in nodes})

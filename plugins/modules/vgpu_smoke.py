@@ -15,8 +15,12 @@ description:
     memory and C(CUDA_DEVICE_MEMORY_LIMIT_0) is set.
   - C(fill) as many one-vGPU pods as there are free vGPUs all run, and one more stays Pending, unschedulable.
   - C(metrics) the scheduler's C(volcano_vgpu_device_allocated_memory) equals the smoke pods' requests per card
-    (parsed with prometheus-client); on real GPUs the plugin monitor's C(:9394) series are present.
-  - C(memory_limit) (real GPUs only) an allocation under the vGPU limit succeeds and one over it fails with OOM.
+    (parsed with prometheus-client); the plugin monitor's C(:9394) series are present on every GPU node (through
+    the API server's pod proxy, or O(plugin_metrics_urls)).
+  - C(memory_limit) on real GPUs, an allocation under the vGPU limit succeeds and one over it fails with OOM. On
+    simulated GPUs that record what kubelet gave each container (O(device_run_options_annotation)), a one-vGPU pod
+    of each card type gets C(CUDA_DEVICE_MEMORY_LIMIT_0) of exactly one vGPU, and O(tensor_sizes_mib) are judged
+    against it.
   - C(gang) with one vGPU too few free, a Volcano Job with C(minAvailable) O(gang_size) binds no pod; freeing one
     vGPU lets all its pods run within O(timeout).
   - The module never changes anything outside its namespace; it reports C(changed=false).
@@ -114,10 +118,29 @@ options:
       clusters where the proxy cannot reach the scheduler's pod, such as the local lab).
     type: str
   metrics_settle_seconds:
-    description: How long the scheduler's allocated-memory figures may take to match the pods (Volcano 1.10 counts a
-      new pod twice until the node's next resync).
+    description: How long the scheduler's allocated-memory figures may take to match the pods.
     type: int
     default: 90
+  plugin_metrics_urls:
+    description: Node name to the base URL of its plugin monitor, read instead of through the API server's pod proxy
+      (for clusters where the proxy cannot reach the pod, such as the local lab).
+    type: dict
+  device_run_options_annotation:
+    description: Pod annotation in which a simulated cluster records what kubelet's device manager gave each
+      container (env, mounts), as JSON by container name; the gpufleet lab writes C(lab.gpufleet.io/device-run-options).
+      When set and the GPUs are simulated, C(memory_limit) reads the limit from it.
+    type: str
+  cuda_context_mib:
+    description: MiB a CUDA context takes inside the vGPU's limit on top of a tensor (HAMi-core counts it), for
+      judging O(tensor_sizes_mib) on simulated GPUs.
+    type: int
+    default: 300
+  tensor_sizes_mib:
+    description: Tensors judged against each card type's one-vGPU limit on simulated GPUs (the article's 6 GB and
+      8 GB).
+    type: list
+    elements: int
+    default: [6144, 8192]
   plugin_namespace:
     description: Namespace of the vGPU device plugin pods.
     type: str
@@ -203,6 +226,10 @@ def main():
         "scheduler_metrics_port": {"type": "int", "default": 8080},
         "scheduler_metrics_url": {"type": "str"},
         "metrics_settle_seconds": {"type": "int", "default": 90},
+        "plugin_metrics_urls": {"type": "dict"},
+        "device_run_options_annotation": {"type": "str"},
+        "cuda_context_mib": {"type": "int", "default": 300},
+        "tensor_sizes_mib": {"type": "list", "elements": "int", "default": [6144, 8192]},
         "plugin_namespace": {"type": "str", "default": "kube-system"},
         "plugin_metrics_port": {"type": "int", "default": 9394},
         "timeout": {"type": "int", "default": 180},

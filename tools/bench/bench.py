@@ -13,12 +13,9 @@ import sys
 import time
 import traceback
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-# The collection's module_utils, as `make bootstrap` links them (shared with the roles: capacity, fit).
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / ".build" / "collections"))
-
-import common  # noqa: E402  pylint: disable=wrong-import-position
-import report  # noqa: E402  pylint: disable=wrong-import-position
+# The benchmarks' modules and the collection come through the virtualenv's paths (`make bootstrap`).
+import common
+import report
 
 
 def sizes(text):

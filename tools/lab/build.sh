@@ -1,34 +1,51 @@
 #!/usr/bin/env bash
 # Build the local lab's binaries from the pinned Go modules under tools/lab/<group>/ (each group its own go.mod),
-# into $GPUFLEET_CACHE/lab-bin/<group>-<hash of go.mod+go.sum>/, skipping groups already built for those pins.
-# Prints what it built and how long it took.
+# into $GPUFLEET_CACHE/lab-bin/<group>-<hash of go.mod, go.sum, the group's own Go sources and the command list>/,
+# skipping groups already built for those pins. Prints what it built and how long it took.
 #
-# usage: tools/lab/build.sh [group ...]      groups: kubernetes etcd kwok helm volcano (default: all)
+# usage: tools/lab/build.sh [group ...]      groups: kubernetes etcd kwok helm volcano hami (default: all)
+#
+# Modules this workplace's module proxy refuses although they are public (volcano.sh/apis v1.15, the HAMi plugin)
+# come from a read-only file proxy in shared/goproxy when that folder exists beside (or in) the checkout; go.sum
+# pins them either way, so a machine that reaches the public proxy builds the same bytes without it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
 cache=${GPUFLEET_CACHE:-/var/cache/gpufleet}/lab-bin
 mkdir -p "$cache"
+for shared in "$root/shared/goproxy" "$root/../shared/goproxy"; do
+  if [ -d "$shared" ]; then
+    GOPROXY="file://$(cd "$shared" && pwd),$(go env GOPROXY)"
+    export GOPROXY
+    break
+  fi
+done
 
 declare -A commands=(
-  [kubernetes]="k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler"
+  [kubernetes]="k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl ./lab-devicemanager"
   [etcd]="go.etcd.io/etcd/server/v3"
   [kwok]="sigs.k8s.io/kwok/cmd/kwok"
   [helm]="helm.sh/helm/v3/cmd/helm"
   [volcano]="volcano.sh/volcano/cmd/scheduler volcano.sh/volcano/cmd/controller-manager volcano.sh/volcano/cmd/webhook-manager"
+  [hami]="volcano.sh/k8s-device-plugin/cmd/vgpu volcano.sh/k8s-device-plugin/cmd/vgpu-monitor"
 )
+# go-nvml loads libnvidia-ml.so.1 at run time through cgo (dlopen); everything else is static.
+declare -A cgo=([hami]=1)
 groups=("$@")
-[ ${#groups[@]} -gt 0 ] || groups=(etcd kwok helm kubernetes volcano)
+[ ${#groups[@]} -gt 0 ] || groups=(etcd kwok helm kubernetes volcano hami)
 
 for group in "${groups[@]}"; do
   [ -n "${commands[$group]:-}" ] || { echo "unknown group '$group' (allowed: ${!commands[*]})" >&2; exit 2; }
-  # The key covers the pins and the command list, so adding a command rebuilds the group.
-  key=$( (cat "$here/$group/go.mod" "$here/$group/go.sum"; echo "${commands[$group]}") | sha256sum | cut -c1-16)
+  # The key covers the pins, the group's own Go sources and the command list: any of them changes the binaries.
+  key=$( (cat "$here/$group/go.mod" "$here/$group/go.sum"; find "$here/$group" -name '*.go' -type f | sort | xargs cat
+          echo "${commands[$group]}") | sha256sum | cut -c1-16)
   out="$cache/$group-$key"
   if [ -f "$out/.complete" ]; then
     ln -sfn "$group-$key" "$cache/$group"
     echo "[lab-build] $group: cached in $out"
     continue
   fi
+  echo "[lab-build] $group: building ${commands[$group]} (minutes on a 2-core machine)"
   t0=$SECONDS
   rm -rf "$out.tmp" && mkdir -p "$out.tmp"
   # -trimpath + no VCS stamping: the same pins give the same binaries wherever they are built.
@@ -36,17 +53,19 @@ for group in "${groups[@]}"; do
   ldflags="-s -w"
   if [ "$group" = kubernetes ]; then
     # Without these the servers report v0.0.0, and clients that check the server version (helm's kubeVersion) fail.
-    v=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$here/$group/go.mod")
+    v=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3} $1 == "k8s.io/kubernetes" {print $2}' \
+      "$here/$group/go.mod" | head -1)
     minor=${v#v1.}; minor=${minor%%.*}
     ldflags="$ldflags -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=1"
     ldflags="$ldflags -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
   fi
-  (cd "$here/$group" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags="$ldflags" -o "$out.tmp/" "${pkgs[@]}")
+  (cd "$here/$group" && CGO_ENABLED=${cgo[$group]:-0} go build -trimpath -buildvcs=false -ldflags="$ldflags" \
+    -o "$out.tmp/" "${pkgs[@]}")
   # etcd's main package is the module root go.etcd.io/etcd/server/v3 and builds as "server": give it its name.
   if [ -f "$out.tmp/server" ]; then mv "$out.tmp/server" "$out.tmp/etcd"; fi
   touch "$out.tmp/.complete"
   rm -rf "$out" && mv "$out.tmp" "$out"
   # $cache/<group> always names the build of the current pins (older builds stay until the cache is pruned).
   ln -sfn "$group-$key" "$cache/$group"
-  echo "[lab-build] $group: built $(find "$out" -maxdepth 1 -type f -perm -u+x -printf '%f ')in $((SECONDS - t0)) s"
+  echo "[lab-build] $group: built $(find "$out" -maxdepth 1 -type f -perm -u+x -printf '%f ' | sort)in $((SECONDS - t0)) s"
 done

@@ -1,14 +1,9 @@
 """Table tests for the pure parts of the benchmarks: the packing bound (CP-SAT), traces, placement figures."""
 
-import pathlib
-import sys
-
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "tools" / "bench"))
-
-import packing  # noqa: E402  pylint: disable=wrong-import-position
-import workload as tr  # noqa: E402  pylint: disable=wrong-import-position
+import packing  # tools/bench, through the virtualenv's paths (make bootstrap)
+import workload as tr
 
 TWO = [{"memory": 10, "slots": 2}, {"memory": 10, "slots": 2}]
 

@@ -68,12 +68,37 @@ def test_registration(settings, number, memory, cores, entries):
     assert annotation.endswith(":")
 
 
-@pytest.mark.parametrize("totals, factor", [
-    ([0], 1), ([59999], 1), ([60000], 1), ([81880], 2), ([122820, 81880], 3), ([245640], 5), ([], 1),
+def gpus(count, mib, uuid_length=40):
+    return [{"uuid": ("GPU-%d-" % index).ljust(uuid_length, "0"), "index": index, "model": "m", "memory_mib": mib}
+            for index in range(count)]
+
+
+@pytest.mark.parametrize("nodes, factor", [
+    ([gpus(1, 0)], 1), ([gpus(5, 8188)], 1), ([gpus(5, 16376)], 2), ([gpus(5, 24564), gpus(5, 16376)], 3),
+    ([gpus(10, 24564)], 5), ([], 1),
+    # 61410 units of 5 x 24564 at factor 2 fit kubelet's 4 MiB (3.997 MB) but not the 90 % the auto factor keeps.
+    ([gpus(5, 24564)], 3),
 ])
-def test_memory_factor(totals, factor):
-    assert vp.memory_factor(totals) == factor
-    assert all(t // factor <= vp.DEVICE_ENTRY_LIMIT for t in totals)
+def test_memory_factor(nodes, factor):
+    assert vp.memory_factor(nodes) == factor
+    assert all(vp.memory_list_bytes(n, factor) <= vp.LIST_AND_WATCH_LIMIT * vp.AUTO_FACTOR_HEADROOM for n in nodes)
+    assert factor == 1 or any(vp.memory_list_bytes(n, factor - 1) > vp.LIST_AND_WATCH_LIMIT * 0.9 for n in nodes)
+
+
+@pytest.mark.parametrize("count, mib, factor, fits", [
+    (5, 24564, 1, False), (5, 24564, 2, True), (5, 16376, 1, False), (5, 16376, 2, True), (8, 24564, 3, False),
+    (8, 24564, 4, True),
+    (10, 24564, 3, False), (10, 24564, 4, True),
+])
+def test_device_list_limit_is_kubelets_message_size(count, mib, factor, fits):
+    """The list's protobuf size against gRPC's 4 MiB: what kubelet's device manager accepts (lab-tested)."""
+    ids = ["%s-memory-%d" % (g["uuid"], i) for g in gpus(count, mib) for i in range(mib // factor)]
+    encoded = sum(2 + (len(i) + 11) for i in ids)   # repeated Device{id, health: "Healthy"}: tag, length, body
+    assert vp.memory_list_bytes(gpus(count, mib), factor) == encoded
+    assert (encoded <= vp.LIST_AND_WATCH_LIMIT) is fits
+    _, resources = vp.registration(gpus(count, mib), {"split": 2, "memory_factor": factor, "core_scaling": 1.0,
+                                                      "mode": "hami-core", "filter_uuid": [], "filter_index": []})
+    assert resources["volcano.sh/vgpu-memory"] == (count * (mib // factor) if fits else 0)
 
 
 def test_device_config_is_complete_and_refuses_unknown_keys():
@@ -129,7 +154,7 @@ def test_plan_config_hash_follows_the_settings():
     ({"defaults": {"split": 2, "core_scaling": 0}}, "core_scaling must be a number > 0"),
     ({"defaults": {"split": 2, "mode": "timeslice"}}, "mode must be one of hami-core, mig"),
     ({"memory_factor": "big"}, "must be 'auto' or an integer >= 1"),
-    ({"memory_factor": 1}, "exceed kubelet's device-list limit"),
+    ({"memory_factor": 1}, "over the 4194304 bytes kubelet reads from a device plugin"),
     ({"version": "main"}, "device_plugin_version must look like v1.12.0"),
     ({"hosts": ["rig01", "gpu-x"]}, "node gpu-x (host gpu-x): no GPUs known"),
 ])
