@@ -50,8 +50,8 @@ def vgpu_plugin_plan(settings, hostvars):
     return vp.plan(settings, hostvars)
 
 
-def vgpu_registration_check(nodes, expected):
-    return vp.check_registration(nodes, expected)
+def vgpu_registration_check(nodes, expected, scheduler_pods=None):
+    return vp.check_registration(nodes, expected, scheduler_pods)
 
 
 def vgpu_conflicting_daemonsets(daemonsets, listed, image_pattern):

@@ -16,9 +16,9 @@ rendered ConfigMaps) and by the local lab's emulated plugin, so both agree on on
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
-import math
 import re
 
 # kubelet reads each device plugin's ListAndWatch with gRPC's default 4 MiB receive limit. Plugin v1.12.0 lists one
@@ -328,13 +328,62 @@ def plan(settings, hostvars):
             "node_label_patches": [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
                                    for name, labels in sorted(node_labels.items())],
             "node_names": sorted(nodes),
+            # Plugins up to v1.12.0 re-register every 30 s with the handshake annotation (wait.yml waits for it).
+            "handshake": version <= NODE_CONFIG_VERSION,
             "config_hash": hashlib.sha256(json.dumps([config, node_cfg, daemonsets], sort_keys=True).encode())
             .hexdigest()[:16]}
 
 
-def check_registration(nodes, expected):
-    """Compare Node objects (dicts as k8s_info returns them) with plan()['expected']; one line per problem."""
+# Volcano (1.15.1 and before) builds a GPU node's vGPU devices into its scheduler cache only when the node object
+# changes after the scheduler's first session: deviceshare sets vgpu.VGPUEnable when its plugin is instantiated for a
+# session (plugins/deviceshare/deviceshare.go: New -> enablePredicate), after the cache has built its nodes
+# (api/node_info.go: setNodeOthersResource skips vGPU devices while VGPUEnable is false; Clone copies the cache's
+# Others). Until the node changes, vGPU pods are placed there without a device and the node rejects them
+# ("cannot get valid pod"). Plugin v1.12.0 and before re-register every 30 s (the handshake annotation), which
+# rebuilds the node; the first session runs within seconds of the scheduler's start.
+FIRST_SESSION_MARGIN_S = 10
+HANDSHAKE = "volcano.sh/node-vgpu-handshake"
+
+
+def handshake_time(value):
+    """'Reported 2026-12-01 10:57:37.178939992 +0000 UTC m=+0.14' (Go time.String) -> datetime, or None."""
+    parts = (value or "").split()
+    if len(parts) < 4 or parts[0] != "Reported":
+        return None
+    day, clock, offset = parts[1], parts[2], parts[3]
+    if "." in clock:
+        whole, fraction = clock.split(".", 1)
+        clock = "%s.%s" % (whole, fraction[:6])
+    else:
+        clock += ".0"
+    try:
+        return datetime.datetime.strptime("%s %s %s" % (day, clock, offset), "%Y-%m-%d %H:%M:%S.%f %z")
+    except ValueError:
+        return None
+
+
+def scheduler_started(pods):
+    """When the running scheduler container of these pods (k8s_info dicts) started: RFC 3339 text, or None."""
+    times = []
+    for pod in pods or []:
+        if (pod.get("metadata") or {}).get("deletionTimestamp") or (pod.get("status") or {}).get("phase") != "Running":
+            continue
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            started = ((status.get("state") or {}).get("running") or {}).get("startedAt")
+            if started:
+                times.append(started)
+    return max(times) if times else None
+
+
+def check_registration(nodes, expected, scheduler_pods=None):
+    """Compare Node objects (dicts as k8s_info returns them) with plan()['expected']; one line per problem.
+
+    scheduler_pods: Volcano's scheduler pods (k8s_info dicts), for plugins that re-register with a handshake: a node is
+    ready for vGPU pods only once it re-registered after the running scheduler's first session.
+    """
     seen = {n["metadata"]["name"]: n for n in nodes}
+    since = scheduler_started(scheduler_pods) if scheduler_pods is not None else None
+    started = datetime.datetime.strptime(since.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S%z") if since else None
     problems = []
     for name in sorted(expected):
         want = expected[name]
@@ -349,6 +398,13 @@ def check_registration(nodes, expected):
                 problems.append("node %s: %s is %s, expected %s (%d GPUs x split %d)"
                                 % (name, resource, have if have is not None else "missing", want[resource],
                                    want["gpus"], want["split"]))
+        if started is not None:
+            reported = handshake_time(((node.get("metadata") or {}).get("annotations") or {}).get(HANDSHAKE))
+            due = started + datetime.timedelta(seconds=FIRST_SESSION_MARGIN_S)
+            if reported is None or reported < due:
+                problems.append("node %s: the plugin has not re-registered since Volcano's scheduler started at %s "
+                                "(the scheduler sees a node's vGPUs only after that; the plugin does it every 30 s)"
+                                % (name, since))
     return {"ok": not problems, "problems": problems}
 
 

@@ -2,9 +2,10 @@
 # Install the Debian packages that the tests need and the machine lacks (runs as root; no-op when all present).
 # podman+runc: test hosts (crun cannot run on hybrid cgroups v1); debootstrap: their images;
 # dnf/rpm/createrepo-c: the EL9-like host and the rpm repo; dpkg-dev/apt-utils/gnupg: the signed apt repo;
-# gcc: the fake NVML library; shellcheck: ansible-test sanity; python3-venv: the toolchain virtualenv.
+# gcc: the fake NVML library and the lab's cgo build of the vGPU plugin; shellcheck: ansible-test sanity; python3-venv:
+# the toolchain virtualenv; iproute2: loopback in the lab's pod network namespaces.
 set -euo pipefail
-packages=(podman runc debootstrap dnf rpm createrepo-c dpkg-dev apt-utils gnupg gcc make git shellcheck
+packages=(podman runc debootstrap dnf rpm createrepo-c dpkg-dev apt-utils gnupg gcc make git shellcheck iproute2
   python3-venv ca-certificates)
 missing=()
 for p in "${packages[@]}"; do

@@ -24,7 +24,7 @@ INVENTORY = {"all": {"children": {
     ({"device_plugin_node_overrides": {"rig99": {"split": 3}}},
      "device_plugin_node_overrides names rig99, which is not a GPU node of the inventory (known: rig01, rig02)"),
     ({"device_plugin_gpu_memory_factor": 0}, "device_plugin_gpu_memory_factor must be 'auto' or an integer >= 1"),
-    ({"device_plugin_gpu_memory_factor": 1}, "exceed kubelet's device-list limit"),
+    ({"device_plugin_gpu_memory_factor": 1}, "over the 4194304 bytes kubelet reads from a device plugin"),
     ({"volcano_deviceshare": {"vgpu_enable": True, "schedule_policy": "fastest"}},
      "volcano_deviceshare.schedule_policy must be one of binpack, spread"),
     ({"volcano_deviceshare": {"vgpu_enable": True, "gpu_sharing_enable": True}},
@@ -34,6 +34,10 @@ INVENTORY = {"all": {"children": {
     ({"volcano_scheduler_actions": ["enqueue", "allocate", "teleport"]},
      "volcano_scheduler_actions: unknown action 'teleport'"),
     ({"volcano_chart_version": ""}, "needs a pinned volcano_chart_version"),
+    # A plugin after v1.12.0 writes no handshake, which Volcano 1.15.0 still waits for.
+    ({"volcano_image_tag": "v1.15.0", "device_plugin_version": "v1.13.0"},
+     "Volcano v1.15.0 (volcano_image_tag) and volcano-vgpu-device-plugin v1.13.0 (device_plugin_version) do not "
+     "work together"),
 ])
 def test_bad_input_is_refused_before_anything_changes(tmp_path, extra, needle):
     inventory = tmp_path / "hosts.yml"
@@ -43,3 +47,14 @@ def test_bad_input_is_refused_before_anything_changes(tmp_path, extra, needle):
     messages = " ".join(failed_messages(out))
     assert needle in messages, (messages, err[-1500:])
     assert out["stats"]["localhost"]["changed"] == 0
+
+
+def test_the_default_versions_pass_the_compatibility_check(tmp_path):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump(INVENTORY))
+    rc, out, err = run_playbook(ROOT / "playbooks" / "cluster.yml", "--tags", "never", inventory=str(inventory))
+    assert rc == 0, (failed_messages(out), err[-1500:])
+    checks = [result.get("msg") for play in out["plays"] for task in play["tasks"]
+              if task["task"]["name"].startswith("Refuse a Volcano and plugin pair")
+              for result in task["hosts"].values()]
+    assert checks == ["Volcano v1.15.1 with plugin v1.12.0: works"], checks

@@ -10,6 +10,7 @@ import sys
 import pytest
 from kubernetes import client, config, utils
 
+from gpufleet_lab import controller, procs
 from labkit import GPU_NODES, wait_for
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -22,23 +23,23 @@ def lab(tmp_path_factory):
     env = dict(os.environ, GPUFLEET_LAB_DIR=str(labdir))
     subprocess.run(LAB + ["up"], env=env, check=True)
     state = json.loads((labdir / "state.json").read_text())
-    children = {}
     try:
-        children = json.loads((labdir / "children.json").read_text())
         yield {"dir": labdir, "env": env, "state": state,
                "api": config.new_client_from_config(str(labdir / "kubeconfig"))}
     finally:
         # The logs outlive the lab (pytest's base temp keeps the last runs) for the failure reports below.
         if (labdir / "logs").exists():
             shutil.copytree(labdir / "logs", tmp_path_factory.getbasetemp() / "lab-logs", dirs_exist_ok=True)
+        started = [{"pid": pid, "started": procs.start_time(pid)} for pid in state["pids"].values()]
+        started += controller.children(labdir)
         subprocess.run(LAB + ["down"], env=env, check=True)
-        # Nothing the lab started may survive it, and its state is gone.
-        pids = list(state["pids"].values()) + [c["pid"] for c in children.values() if c.get("pid")]
-        assert not [pid for pid in pids if os.path.exists("/proc/%d" % pid)]
+        # Nothing the lab started may survive it (same PID and start time), and its state is gone.
+        assert not [c["pid"] for c in started if c["started"] and procs.running(c["pid"], c["started"])]
         assert not labdir.exists()
 
 
-LOG_TAILS = (("lab-controller.log", 60), ("vc-scheduler.log", 40))
+LOG_TAILS = (("lab-controller.log", 60), ("vc-scheduler.log", 40), ("lab-devicemanager-rig01.log", 20),
+             ("lab-devicemanager-rig02.log", 20))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -58,7 +59,8 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.fixture(scope="session")
 def plugin(lab):
-    """The minimal plugin deployment of plugin-fixture.yaml on the labelled GPU nodes, registered by the emulator."""
+    """plugin-fixture.yaml's deployment on the labelled GPU nodes: the real plugin binary registers them through the
+    node's device manager (kubelet's own code)."""
     core = client.CoreV1Api(lab["api"])
     for name in GPU_NODES:
         core.patch_node(name, {"metadata": {"labels": {"gpufleet.io/gpu": "true"}}})

@@ -1,10 +1,6 @@
-"""The article's gang test on the lab's real Volcano scheduler (v1.10.0), part of `make test` (`make lab-test`).
-
-Volcano 1.10's deviceshare plugin leaks the vGPUs it tentatively gives a gang that cannot fit yet (predicates'
-Allocate changes the device state the session shares with the cache; Release is a no-op); the leak lasts until the
-node's device accounting is rebuilt on the next node update. The real plugin triggers those with its handshake every
-30 s; the lab's emulated plugin refreshes all GPU nodes together every second, so the job runs within a bounded time
-(180 s here; 6-145 s measured).
+"""The article's gang test on the lab's real Volcano scheduler (v1.15.1) and the real vGPU plugin, part of
+`make test` (`make lab-test`): nothing in the lab restarts the scheduler or refreshes the plugin's registration
+faster than the plugin does (every 30 s), and the gang must run once it fits exactly.
 """
 
 import time
@@ -21,8 +17,7 @@ def test_gang_job_waits_for_enough_vgpus_then_runs_whole(plugin):
     apps, core = client.AppsV1Api(lab["api"]), client.CoreV1Api(lab["api"])
     objects = client.CustomObjectsApi(lab["api"])
     core.create_namespace({"metadata": {"name": "gang"}})
-    # The holder's pods name their PodGroup from the start. Without it, Volcano 1.10's cache can see a pod before its
-    # controller-made PodGroup annotation, and then never releases that pod's vGPU when it is deleted.
+    # The holder's pods name their PodGroup from the start, as a Volcano Job's pods do.
     objects.create_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", "gang", "podgroups", {
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "holder"},
         "spec": {"minMember": 1, "queue": "default"}})
@@ -46,9 +41,10 @@ def test_gang_job_waits_for_enough_vgpus_then_runs_whole(plugin):
     def job_pods():
         return core.list_namespaced_pod("gang", label_selector="volcano.sh/job-name=train").items
     wait_for(lambda: len(job_pods()) == 5 or len(job_pods()), 60, "5 job pods created")
-    time.sleep(10)  # many scheduling cycles (0.5 s period): a partial bind would show up here
+    time.sleep(10)  # ten scheduling cycles (the chart's 1 s period): a partial bind would show up here
     assert [p.spec.node_name for p in job_pods()] == [None] * 5, "gang job bound pods with only 4 vGPUs free"
 
+    # The holder frees one vGPU: 5 free for a gang of 5, an exact fit.
     apps.patch_namespaced_deployment_scale("holder", "gang", {"spec": {"replicas": 15}})
 
     def gang_running():
@@ -60,6 +56,6 @@ def test_gang_job_waits_for_enough_vgpus_then_runs_whole(plugin):
                          [c.get("message") for c in g.get("status", {}).get("conditions", [])][-1:])
                         for g in groups["items"]]
     try:
-        wait_for(gang_running, 180, "all 5 gang pods Running")
+        wait_for(gang_running, 60, "all 5 gang pods Running")
     finally:
         core.delete_namespace("gang")

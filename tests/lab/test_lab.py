@@ -1,11 +1,11 @@
-"""End to end: the local lab's real control plane, Volcano and the emulated vGPU device plugin."""
+"""End to end: the local lab's real control plane, Volcano 1.15.1 and the real vGPU device plugin."""
 
 import json
 import time
 
 from kubernetes import client
 
-from labkit import GPU_NODES, nodes_file, vgpu_pod_spec, wait_for
+from labkit import GPU_NODES, allocatable, children, nodes_file, restart_daemonset, vgpu_pod_spec, wait_for
 
 
 def test_nodes_from_the_inventory(lab):
@@ -52,17 +52,31 @@ def test_deployment_pods_run_and_stay_running(lab):
 
 
 def test_volcano_runs_with_the_deployed_configuration(lab):
-    """The lab runs Volcano's processes from what the chart deployed: the scheduler conf is the ConfigMap's."""
-    children = json.loads((lab["dir"] / "children.json").read_text())
-    assert {"vc-scheduler", "vc-controller-manager", "vc-webhook-manager"} <= {n for n, c in children.items()
-                                                                               if c["ready"]}
+    """The lab runs Volcano's processes from what the chart deployed: the scheduler conf is the ConfigMap's, the
+    arguments the Deployment's (the chart's schedule period, not a faster one), the credentials its service
+    account's."""
+    state = children(lab)
+    assert all(state[name]["ready"] for name in ("vc-scheduler", "vc-controller-manager", "vc-webhook-manager"))
     deployed = client.CoreV1Api(lab["api"]).read_namespaced_config_map(
         "volcano-scheduler-configmap", "volcano-system").data["volcano-scheduler.conf"]
     assert (lab["dir"] / "scheduler" / "volcano-scheduler.conf").read_text() == deployed
     assert "deviceshare.VGPUEnable: true" in deployed
+    argv = cmdline(state["vc-scheduler"]["pid"])
+    args = client.AppsV1Api(lab["api"]).read_namespaced_deployment("volcano-scheduler", "volcano-system").spec.template \
+        .spec.containers[0].args
+    assert "--schedule-period=1s" in args and "--schedule-period=1s" in argv
+    assert not [a for a in argv if a.startswith("--kubeconfig")]
+    token = (lab["dir"] / "serviceaccounts" / "vc-scheduler" / "token").read_text()
+    review = client.AuthenticationV1Api(lab["api"]).create_token_review({"spec": {"token": token}})
+    assert review.status.user.username == "system:serviceaccount:volcano-system:volcano-scheduler"
 
 
-def test_gpu_nodes_registered_by_the_emulated_plugin(plugin):
+def cmdline(pid):
+    with open("/proc/%d/cmdline" % pid, "rb") as handle:
+        return handle.read().decode().split("\0")
+
+
+def test_gpu_nodes_registered_by_the_real_plugin(plugin):
     nodes = {n.metadata.name: n for n in client.CoreV1Api(plugin["api"]).list_node().items}
     for name, memory in (("rig01", 24564), ("rig02", 16376)):
         alloc = nodes[name].status.allocatable
@@ -72,35 +86,40 @@ def test_gpu_nodes_registered_by_the_emulated_plugin(plugin):
         assert alloc["volcano.sh/vgpu-cores"] == "500"
         register = nodes[name].metadata.annotations["volcano.sh/node-vgpu-register"]
         assert register.count(",2,%d," % (memory // 3)) == 5
-        assert nodes[name].metadata.annotations["volcano.sh/node-vgpu-handshake"].startswith(("Reported", "Requesting"))
+        assert nodes[name].metadata.annotations["volcano.sh/node-vgpu-handshake"].startswith("Reported")
     # Control-plane nodes have no plugin pod (nodeSelector) and stay unregistered.
     assert "volcano.sh/vgpu-number" not in nodes["master0"].status.allocatable
+    # Each GPU node runs the plugin and its monitor as processes of the lab's kubelet, with the device manager.
+    state = children(plugin)["nodes"]
+    for name in GPU_NODES:
+        assert state[name]["devicemanager"]["running"]
+        (pod,) = state[name]["pods"].values()
+        assert {c: v["running"] for c, v in pod["containers"].items()} == {"volcano-device-plugin": True,
+                                                                         "monitor": True}
 
 
 def test_registration_follows_the_deployed_config_after_a_restart(plugin):
     """As the real plugin: the node ConfigMap is read at start, so it takes effect once the pods restart."""
-    core, apps = client.CoreV1Api(plugin["api"]), client.AppsV1Api(plugin["api"])
+    core = client.CoreV1Api(plugin["api"])
     node_config = {"nodeconfig": [{"name": "rig02", "devicesplitcount": 3, "operatingmode": "hami-core"}]}
     core.patch_namespaced_config_map("volcano-vgpu-node-config", "kube-system",
                                      {"data": {"config.json": json.dumps(node_config)}})
-    time.sleep(4)
-    assert core.read_node("rig02").status.allocatable["volcano.sh/vgpu-number"] == "10"  # not restarted yet
-    apps.patch_namespaced_daemon_set("volcano-device-plugin", "kube-system", {"spec": {"template": {"metadata": {
-        "annotations": {"gpufleet.io/restarted": str(time.time())}}}}})
+    time.sleep(12)  # more than the device manager's node status period
+    assert allocatable(plugin, "rig02") == "10"  # not restarted yet
+    restart_daemonset(plugin)
     try:
-        wait_for(lambda: core.read_node("rig02").status.allocatable["volcano.sh/vgpu-number"] == "15", 90,
-                 "rig02 re-registered with split 3")
-        assert core.read_node("rig01").status.allocatable["volcano.sh/vgpu-number"] == "10"
+        wait_for(lambda: allocatable(plugin, "rig02") == "15", 120, "rig02 re-registered with split 3")
+        assert allocatable(plugin, "rig01") == "10"
     finally:
         core.patch_namespaced_config_map("volcano-vgpu-node-config", "kube-system",
                                          {"data": {"config.json": json.dumps({"nodeconfig": []})}})
-        apps.patch_namespaced_daemon_set("volcano-device-plugin", "kube-system", {"spec": {"template": {"metadata": {
-            "annotations": {"gpufleet.io/restarted": "back"}}}}})
-        wait_for(lambda: all(core.read_node(n).status.allocatable["volcano.sh/vgpu-number"] == "10"
-                             for n in GPU_NODES), 90, "both nodes back at split 2")
+        restart_daemonset(plugin, stamp="back")
+        wait_for(lambda: all(allocatable(plugin, n) == "10" for n in GPU_NODES), 120, "both nodes back at split 2")
 
 
-def test_vgpu_pod_is_scheduled_by_volcano(plugin):
+def test_vgpu_pod_is_scheduled_by_volcano_and_gets_its_memory_limit(plugin):
+    """Volcano places the pod, the node's device manager calls the plugin's Allocate, and the container gets the
+    vGPU's memory limit: 2000 units x gpuMemoryFactor 3."""
     core = client.CoreV1Api(plugin["api"])
     core.create_namespace({"metadata": {"name": "vgpu-one"}})
     try:
@@ -109,9 +128,69 @@ def test_vgpu_pod_is_scheduled_by_volcano(plugin):
                  "vGPU pod Running")
         pod = core.read_namespaced_pod("case01", "vgpu-one")
         assert pod.spec.node_name in GPU_NODES
-        assert pod.metadata.annotations["volcano.sh/vgpu-node"] == pod.spec.node_name
+        annotations = pod.metadata.annotations
+        assert annotations["volcano.sh/vgpu-node"] == pod.spec.node_name
+        assert annotations["volcano.sh/bind-phase"] == "success"  # the plugin's Allocate found the pod
+        envs = json.loads(annotations["lab.gpufleet.io/device-run-options"])["cuda"]["envs"]
+        assert envs["CUDA_DEVICE_MEMORY_LIMIT_0"] == "6000m"
+        assert envs["NVIDIA_VISIBLE_DEVICES"] == annotations["volcano.sh/vgpu-ids-new"].split(",")[0]
     finally:
         core.delete_namespace("vgpu-one")
+
+
+def test_a_vgpu_pod_volcano_did_not_place_is_rejected_by_the_node(plugin):
+    """kube-scheduler knows nothing of vGPU devices: bound without Volcano's device annotations, the pod finds no
+    allocation in the plugin and kubelet rejects it (UnexpectedAdmissionError), as on a real node."""
+    core = client.CoreV1Api(plugin["api"])
+    core.create_namespace({"metadata": {"name": "vgpu-wrong"}})
+    try:
+        core.create_namespaced_pod("vgpu-wrong", {"metadata": {"name": "p"},
+                                                  "spec": vgpu_pod_spec(scheduler_name=None)})
+        wait_for(lambda: core.read_namespaced_pod("p", "vgpu-wrong").status.phase == "Failed"
+                 or core.read_namespaced_pod("p", "vgpu-wrong").status.phase, 60, "pod rejected")
+        pod = core.read_namespaced_pod("p", "vgpu-wrong")
+        assert pod.status.reason == "UnexpectedAdmissionError"
+        assert "cannot get valid pod" in pod.status.message
+    finally:
+        core.delete_namespace("vgpu-wrong")
+
+
+def test_deployment_of_one_vgpu_pods_scales_to_fill_every_vgpu(plugin):
+    """The article's deployment check: 10 replicas run, 20 fill every vGPU of the two nodes, the 21st waits."""
+    apps, core = client.AppsV1Api(plugin["api"]), client.CoreV1Api(plugin["api"])
+    core.create_namespace({"metadata": {"name": "vgpu-deploy"}})
+
+    def phases():
+        return [p.status.phase for p in core.list_namespaced_pod("vgpu-deploy", label_selector="app=fill").items]
+    try:
+        apps.create_namespaced_deployment("vgpu-deploy", {
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "fill"},
+            "spec": {"replicas": 10, "selector": {"matchLabels": {"app": "fill"}},
+                     "template": {"metadata": {"labels": {"app": "fill"}}, "spec": vgpu_pod_spec(1000)}}})
+        wait_for(lambda: phases().count("Running") == 10 or phases(), 120, "10 replicas Running")
+        apps.patch_namespaced_deployment_scale("fill", "vgpu-deploy", {"spec": {"replicas": 20}})
+        wait_for(lambda: phases().count("Running") == 20 or phases(), 120, "20 replicas Running")
+        apps.patch_namespaced_deployment_scale("fill", "vgpu-deploy", {"spec": {"replicas": 21}})
+        wait_for(lambda: len(phases()) == 21 or phases(), 60, "21 pods")
+        time.sleep(5)
+        assert phases().count("Running") == 20 and phases().count("Pending") == 1, phases()
+    finally:
+        core.delete_namespace("vgpu-deploy")
+
+
+def test_scheduler_metrics_carry_the_vgpu_series(plugin):
+    """Volcano 1.15's metric names on its :8080 (the smoke test and dashboards read these)."""
+    import urllib.request  # pylint: disable=import-outside-toplevel
+
+    from prometheus_client.parser import text_string_to_metric_families  # pylint: disable=import-outside-toplevel
+
+    with urllib.request.urlopen(children(plugin)["vc-scheduler"]["metrics_url"], timeout=10) as response:  # noqa: S310
+        families = {f.name: f for f in text_string_to_metric_families(response.read().decode())}
+    for name in ("volcano_vgpu_device_memory_limit", "volcano_vgpu_device_shared_number",
+                 "volcano_vgpu_device_allocated_memory", "volcano_vgpu_device_allocated_cores"):
+        devices = {(s.labels["NodeName"], s.labels["devID"]) for s in families[name].samples}
+        assert {node for node, dummy in devices} == set(GPU_NODES) and len(devices) == 10, (name, devices)
+    assert families["volcano_e2e_scheduling_latency_milliseconds"].type == "histogram"
 
 
 def test_admission_webhook_injects_the_scheduler_by_namespace(lab):

@@ -30,9 +30,14 @@ def test_site_end_to_end_then_no_change_outside_the_smoke_test(lab, tmp_path):
     assert rc == 0, (failed_messages(out), err[-3000:])
     report = json.loads((tmp_path / "first" / "smoke.json").read_text())
     statuses = {r["check"]: r["status"] for r in report["smoke"]}
-    # Every check that needs no real GPU passed; the memory limit is skipped with its reason.
-    assert statuses == {"vgpu_pod": "passed", "fill": "passed", "metrics": "passed", "memory_limit": "skipped",
+    # Every check passed: on the lab the memory limit is the one kubelet's device manager got from the real plugin.
+    assert statuses == {"vgpu_pod": "passed", "fill": "passed", "metrics": "passed", "memory_limit": "passed",
                         "gang": "passed", "cleanup": "passed"}, report["smoke"]
+    details = {r["check"]: r["detail"] for r in report["smoke"]}
+    assert "CUDA_DEVICE_MEMORY_LIMIT_0=8187m" in details["memory_limit"]     # one vGPU of a 4070 Super at split 2
+    assert "8192 MiB runs out of memory" in details["memory_limit"]           # the article's 8 GB tensor
+    assert "HostGPUMemoryUsage series are present on rig01, rig02" in details["metrics"]
+    assert "freed one" in details["gang"]
     assert report["real_gpus"] is False
     totals = report["capacity"]["totals"]
     assert (totals["gpus"], totals["vgpus"]) == (10, 20)

@@ -1,8 +1,9 @@
 """B2: scheduling quality of the real Volcano scheduler on the article's cluster, against an offline packing bound.
 
 For each split count, the cluster roles deploy the plugin (playbooks/cluster.yml on the lab); then each scheduler
-configuration is put into the scheduler's ConfigMap (the lab restarts vc-scheduler from it, as the role's restart
-does in a cluster) and the same seeded trace is submitted at once: single vGPU pods and Volcano gang jobs.
+configuration is put into the scheduler's ConfigMap and the scheduler's Deployment is rolled (a fresh scheduler,
+as the volcano role rolls it in a cluster), and the same seeded trace is submitted at once: single vGPU pods and
+Volcano gang jobs.
 """
 
 import json
@@ -148,13 +149,14 @@ def registrations(core):
 
 
 def set_scheduler_conf(lab, core, text):
-    """Put a configuration into the scheduler's ConfigMap and wait until the lab's vc-scheduler runs with it."""
+    """Put a configuration into the scheduler's ConfigMap, roll the scheduler's Deployment (every run starts on a
+    fresh scheduler and cache, as after the volcano role's rollout) and wait until the lab runs it."""
     name, key = "volcano-scheduler-configmap", "volcano-scheduler.conf"
-    # A comment naming the run makes every run start on a fresh scheduler (and cache), also when the configuration
-    # is the one already deployed.
     text = "%s\n# gpufleet bench %.0f\n" % (text.rstrip("\n"), time.time())
     before = _scheduler_pid(lab)
     core.patch_namespaced_config_map(name, "volcano-system", {"data": {key: text}})
+    client.AppsV1Api(core.api_client).patch_namespaced_deployment("volcano-scheduler", "volcano-system", {
+        "spec": {"template": {"metadata": {"annotations": {"bench.gpufleet.io/run": "%.0f" % time.time()}}}}})
     deadline = time.time() + 90
     while time.time() < deadline:
         conf = lab.dir / "scheduler" / key

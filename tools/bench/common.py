@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+from gpufleet_lab import controller
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LAB_PY = [sys.executable, str(ROOT / "tools" / "lab" / "lab.py")]
 CACHE = pathlib.Path(os.environ.get("GPUFLEET_CACHE", "/var/cache/gpufleet"))
@@ -42,11 +44,9 @@ def write_result(out_dir, name, data):
 class Lab:
     """A lab of the benchmark's own (its own directory, so `make site`'s lab is never touched)."""
 
-    def __init__(self, name, nodes_file=None, hosts=False, refresh=None):
+    def __init__(self, name, nodes_file=None, hosts=False):
         self.dir = CACHE / ("bench-%s" % name)
         self.env = dict(os.environ, GPUFLEET_LAB_DIR=str(self.dir))
-        if refresh is not None:
-            self.env["GPUFLEET_LAB_REFRESH"] = str(refresh)
         self.nodes_file, self.hosts = nodes_file, hosts
 
     def up(self):
@@ -69,9 +69,7 @@ class Lab:
     def rss_mib(self):
         """Resident memory of every lab process (control plane, kwok, controller, Volcano) together."""
         state = json.loads((self.dir / "state.json").read_text())
-        children = json.loads((self.dir / "children.json").read_text()) if (self.dir / "children.json").exists() \
-            else {}
-        pids = list(state["pids"].values()) + [c["pid"] for c in children.values() if c.get("pid")]
+        pids = list(state["pids"].values()) + [c["pid"] for c in controller.children(self.dir)]
         total = 0
         for pid in pids:
             try:

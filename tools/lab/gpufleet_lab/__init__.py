@@ -3,7 +3,9 @@ GPU nodes that are podman test hosts the real vGPU device plugin behind kubelet'
 
 Modules, one job each:
     paths      where the lab keeps its state and finds its binaries
+    kube       the lab's own API access
     pki        the lab's CA, certificates and kubeconfigs
+    serviceaccount  service-account credentials as kubelet hands them to a pod
     procs      processes the lab starts and stops (by PID, by process group)
     cluster    up / down / status: etcd, kube-apiserver, controller-manager, kube-scheduler, kwok, nodes, Volcano
     hosts      GPU nodes as podman test hosts

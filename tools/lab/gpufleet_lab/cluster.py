@@ -11,7 +11,7 @@ import urllib.request
 
 import yaml
 
-from . import hosts, images, netns, pki, procs
+from . import hosts, images, kube, netns, pki, procs
 from .paths import BIN, HERE, LAB, NETNS, free_port, log, read_json, write_json
 
 KWOK_STAGES = ["node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
@@ -82,16 +82,10 @@ def node_object(node):
             "spec": {"taints": taints}, "status": {"capacity": capacity, "allocatable": capacity}}
 
 
-def kube():
-    from kubernetes import config  # pylint: disable=import-outside-toplevel
-
-    return config.new_client_from_config(str(LAB / "kubeconfig"))
-
-
 def create_nodes(nodes):
     from kubernetes import client  # pylint: disable=import-outside-toplevel
 
-    api = client.CoreV1Api(kube())
+    api = client.CoreV1Api(kube.api())
     for node in nodes:
         obj = node_object(node)
         api.create_node(obj)
@@ -128,7 +122,7 @@ def wait_volcano(timeout=180):
     """Until the controller runs Volcano's processes and the scheduler has created the default queue."""
     from kubernetes import client  # pylint: disable=import-outside-toplevel
 
-    objects = client.CustomObjectsApi(kube())
+    objects = client.CustomObjectsApi(kube.api())
     deadline = time.time() + timeout
     last = None
     while time.time() < deadline:
@@ -244,12 +238,12 @@ def down(_args):
     pids = dict(state.get("pids", {}))
     # The controller first: it would start again a child it sees gone. It stops its children on SIGTERM; those
     # it could not stop are stopped from its last state.
-    from .controller import children_pids  # pylint: disable=import-outside-toplevel
+    from .controller import children  # pylint: disable=import-outside-toplevel
 
     if "lab-controller" in pids:
         procs.stop("lab-controller", pids.pop("lab-controller"), grace=60)
-    for pid in children_pids():
-        procs.stop("controller child", pid)
+    for child in children():
+        procs.stop("controller child", child["pid"], started=child.get("started"))
     for name, pid in reversed(list(pids.items())):
         procs.stop(name, pid)
     hosts.remove(state)
@@ -270,11 +264,11 @@ def status(_args):
         alive = procs.alive(pid)
         gone += not alive
         print("%-24s pid %-8d %s" % (name, pid, "running" if alive else "GONE"))
-    from .controller import children_pids  # pylint: disable=import-outside-toplevel
+    from .controller import children  # pylint: disable=import-outside-toplevel
 
-    children = children_pids()
-    print("%-24s %d processes (Volcano, device managers, plugin containers)" % ("controller children", len(children)))
-    pids = list(state["pids"].values()) + children
+    running = [c["pid"] for c in children() if procs.ours(c["pid"], c.get("started"))]
+    print("%-24s %d processes (Volcano, device managers, plugin containers)" % ("controller children", len(running)))
+    pids = list(state["pids"].values()) + running
     print("resident memory of the lab's processes: %.0f MiB" % (sum(procs.rss_kib(pid) for pid in pids) / 1024))
     print("KUBECONFIG=%s" % state["kubeconfig"])
     print("KUBECTL=%s" % (LAB / "bin" / "kubectl"))

@@ -10,21 +10,15 @@ exited (kubelet's back-off).
 import signal
 import time
 
-from . import emulator, kubelet, volcano
+from . import emulator, kube, kubelet, volcano
 from .paths import LAB, log, read_json, write_json
-
-
-def kube():
-    from kubernetes import config  # pylint: disable=import-outside-toplevel
-
-    return config.new_client_from_config(str(LAB / "kubeconfig"))
 
 
 class Controller:
     def __init__(self):
         from kubernetes import client  # pylint: disable=import-outside-toplevel
 
-        api = kube()
+        api = kube.api()
         self.core = client.CoreV1Api(api)
         state = read_json(LAB / "state.json")
         self.api_port = int(state["ports"]["apiserver"])
@@ -72,12 +66,13 @@ class Controller:
         self.save()
 
 
-def children_pids():
-    """PIDs of every process the controller runs (read by `down` and `status`)."""
-    state = read_json(LAB / "children.json")
-    pids = [c.get("pid") for name, c in state.items() if name != "nodes" and isinstance(c, dict)]
+def children(lab_dir=LAB):
+    """{pid, started} of every process the controller of the lab in `lab_dir` runs (read by `down`, `status`, the
+    tests and the benchmarks)."""
+    state = read_json(lab_dir / "children.json")
+    found = [c for name, c in state.items() if name not in ("nodes", "plugin_monitors") and isinstance(c, dict)]
     for node in state.get("nodes", {}).values():
-        pids.append(node.get("devicemanager", {}).get("pid"))
+        found.append(node.get("devicemanager", {}))
         for pod in node.get("pods", {}).values():
-            pids.extend(c.get("pid") for c in pod.get("containers", {}).values())
-    return [pid for pid in pids if pid]
+            found.extend(pod.get("containers", {}).values())
+    return [c for c in found if c.get("pid")]

@@ -29,7 +29,7 @@ import zlib
 
 import yaml
 
-from . import images, volcano
+from . import images, kube, volcano
 from .paths import log
 
 GPUS = "lab.gpufleet.io/gpus"
@@ -122,7 +122,6 @@ class Emulator:
     def __init__(self, api):
         from kubernetes import client  # pylint: disable=import-outside-toplevel
 
-        self.client = client
         self.core, self.apps = client.CoreV1Api(api), client.AppsV1Api(api)
         self.pods = {}          # plugin pod UID -> settings read at its start
         self.registered = {}    # node -> time of the last registration
@@ -133,25 +132,17 @@ class Emulator:
             self.noted.add(message)
             log("emulator: %s" % message)
 
-    def configmap(self, namespace, name, key):
-        try:
-            return (self.core.read_namespaced_config_map(name, namespace).data or {}).get(key)
-        except self.client.exceptions.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-
     def read_settings(self, pod, container):
         text = None
         for namespace in ("kube-system", "volcano-system"):
-            text = self.configmap(namespace, "volcano-vgpu-device-config", "device-config.yaml")
+            text = kube.configmap_text(self.core, namespace, "volcano-vgpu-device-config", "device-config.yaml")
             if text is not None:
                 break
         device_config = (yaml.safe_load(text) or {}).get("nvidia") or {} if text is not None else None
         cm_name, dummy = volcano.mounted_configmap(pod, container, "/config/config.json")
         node_config = None
         if cm_name:
-            raw = self.configmap(pod.metadata.namespace, cm_name, "config.json")
+            raw = kube.configmap_text(self.core, pod.metadata.namespace, cm_name, "config.json")
             node_config = json.loads(raw) if raw else None
         return settings(pod.spec.node_name, device_config, node_config,
                         list(container.command or [])[1:] + list(container.args or []))

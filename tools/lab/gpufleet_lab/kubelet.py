@@ -235,8 +235,8 @@ class Pod:  # pylint: disable=too-many-instance-attributes
 
     def status(self):
         return {"node": self.runtime.node, "urls": self.urls,
-                "containers": {name: {"pid": c.pid(), "running": c.alive(), "restarts": c.restarts,
-                                      "last_exit": c.last_exit, "log": str(c.logfile)}
+                "containers": {name: dict(c.identity(), running=c.alive(), restarts=c.restarts,
+                                          last_exit=c.last_exit, log=str(c.logfile))
                                for name, c in self.containers.items()}}
 
     def stop(self):
@@ -299,7 +299,7 @@ class NodeRuntime:
                 self.pods[uid].note("sync failed: %s" % exc)
 
     def status(self):
-        return {"devicemanager": {"pid": self.devicemanager.pid(), "running": self.devicemanager.alive()},
+        return {"devicemanager": dict(self.devicemanager.identity(), running=self.devicemanager.alive()),
                 "pods": {pod.key: pod.status() for pod in self.pods.values() if pod.containers}}
 
     def stop(self):

@@ -32,8 +32,28 @@ def alive(pid):
     return True
 
 
-def ours(pid):
-    """Whether a PID is still one of this lab's processes (a recycled PID is someone else's)."""
+def start_time(pid):
+    """The kernel's start time of a process (clock ticks since boot): with the PID, its identity."""
+    try:
+        return int(pathlib.Path("/proc/%d/stat" % pid).read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def running(pid, started):
+    """Whether the process started at `started` still runs (a zombie left to an init that does not reap is gone)."""
+    try:
+        fields = pathlib.Path("/proc/%d/stat" % pid).read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != "Z" and int(fields[19]) == started
+
+
+def ours(pid, started=None):
+    """Whether a PID is still the lab's process: the one started at `started`, or one whose command line names the
+    lab (a recycled PID is someone else's)."""
+    if started is not None:
+        return start_time(pid) == started
     try:
         cmdline = pathlib.Path("/proc/%d/cmdline" % pid).read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
@@ -41,10 +61,11 @@ def ours(pid):
     return any(mark in cmdline for mark in (str(LAB), "gpufleet_lab", "lab.py", str(BIN)))
 
 
-def stop(name, pid, grace=5.0):
+def stop(name, pid, grace=5.0, started=None, owned=False):
     """SIGTERM to the process group a lab process leads, SIGKILL after `grace` seconds; waits until the group is
-    gone, so nothing of it writes to the lab's files afterwards."""
-    if not ours(pid):
+    gone, so nothing of it writes to the lab's files afterwards. owned: the caller holds the unreaped process, so
+    the PID cannot have been recycled."""
+    if not owned and not ours(pid, started):
         return
     try:
         os.killpg(pid, signal.SIGTERM)
@@ -156,7 +177,7 @@ class Child:
 
     def stop(self, grace=10.0):
         if self.proc is not None and self.proc.poll() is None:
-            stop(self.name, self.proc.pid, grace)
+            stop(self.name, self.proc.pid, grace, owned=True)
             self.proc.wait()
         self.proc, self.fingerprint = None, None
 
@@ -165,3 +186,8 @@ class Child:
 
     def pid(self):
         return self.proc.pid if self.alive() else None
+
+    def identity(self):
+        """{pid, started} for the lab's state files: `down` stops exactly this process, whatever it exec'd."""
+        pid = self.pid()
+        return {"pid": pid, "started": start_time(pid) if pid else None}

@@ -22,7 +22,7 @@ import socket
 import time
 import zlib
 
-from . import pki, serviceaccount
+from . import kube, pki, serviceaccount
 from .paths import BIN, LAB, free_port, log, read_json
 from .procs import Child
 
@@ -123,18 +123,21 @@ class Volcano:
         self.credentials[name].ensure(self.core, pod)
         return pod
 
+    def command(self, name, deploy, binary, replace):
+        """(fingerprint, argv) of a component: its Deployment's arguments with `replace` set to the lab's values, run
+        with its pod's credentials; None while the Deployment has no Running pod. The fingerprint changes with the
+        pod template (a rollout) and with the pod."""
+        pod = self.pod_of(deploy, name)
+        if pod is None:
+            return None
+        args = translate(deploy.spec.template.spec.containers[0].args, replace)
+        return (_fingerprint(deploy.spec.template.to_dict(), pod.metadata.uid),
+                self.credentials[name].argv() + [str(BIN / "volcano" / binary)] + args)
+
     def deployment(self, app):
         found = [d for d in self.apps.list_deployment_for_all_namespaces(label_selector="app=%s" % app).items
                  if (d.spec.replicas or 0) > 0]
         return found[0] if found else None
-
-    def configmap_text(self, namespace, name, key):
-        try:
-            return (self.core.read_namespaced_config_map(name, namespace).data or {}).get(key)
-        except self.client.exceptions.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
 
     def sync(self):
         self.sync_admission()
@@ -150,7 +153,7 @@ class Volcano:
         container = deploy.spec.template.spec.containers[0]
         conf_path = flag(container.args, "scheduler-conf") or "/volcano.scheduler/volcano-scheduler.conf"
         cm_name, key = mounted_configmap(deploy.spec.template, container, conf_path)
-        conf = self.configmap_text(deploy.metadata.namespace, cm_name, key) if cm_name else None
+        conf = kube.configmap_text(self.core, deploy.metadata.namespace, cm_name, key) if cm_name else None
         if conf is None:
             log("controller: scheduler ConfigMap %s/%s key %s not found; scheduler not started"
                 % (deploy.metadata.namespace, cm_name, key))
@@ -158,14 +161,11 @@ class Volcano:
             return
         conf_file = LAB / "scheduler" / os.path.basename(conf_path)
         write_if_changed(conf_file, conf)
-        pod = self.pod_of(deploy, "vc-scheduler")
-        if pod is None:
-            return
-        argv = self.credentials["vc-scheduler"].argv() + [str(BIN / "volcano" / "scheduler")] + translate(
-            container.args, {"scheduler-conf": conf_file,
-                             "listen-address": "%s:%d" % (self.host_ip, self.ports["scheduler-metrics"]),
-                             "healthz-address": "127.0.0.1:%d" % free_port()})
-        child.ensure(_fingerprint(deploy.spec.template.to_dict(), pod.metadata.uid), argv, self.env)
+        planned = self.command("vc-scheduler", deploy, "scheduler", {
+            "scheduler-conf": conf_file, "listen-address": "%s:%d" % (self.host_ip, self.ports["scheduler-metrics"]),
+            "healthz-address": "127.0.0.1:%d" % free_port()})
+        if planned:
+            child.ensure(planned[0], planned[1], self.env)
 
     def sync_controller_manager(self):
         child = self.children["vc-controller-manager"]
@@ -173,14 +173,10 @@ class Volcano:
         if deploy is None:
             child.stop()
             return
-        container = deploy.spec.template.spec.containers[0]
-        pod = self.pod_of(deploy, "vc-controller-manager")
-        if pod is None:
-            return
-        argv = self.credentials["vc-controller-manager"].argv() + [str(BIN / "volcano" / "controller-manager")] + \
-            translate(container.args, {"healthz-address": "127.0.0.1:%d" % free_port(),
-                                       "listen-address": "127.0.0.1:%d" % free_port()})
-        child.ensure(_fingerprint(deploy.spec.template.to_dict(), pod.metadata.uid), argv, self.env)
+        planned = self.command("vc-controller-manager", deploy, "controller-manager", {
+            "healthz-address": "127.0.0.1:%d" % free_port(), "listen-address": "127.0.0.1:%d" % free_port()})
+        if planned:
+            child.ensure(planned[0], planned[1], self.env)
 
     def sync_admission(self):
         deploy = self.deployment("volcano-admission")
@@ -192,27 +188,25 @@ class Volcano:
         service = flag(container.args, "webhook-service-name") or "volcano-admission-service"
         conf_path = flag(container.args, "admission-conf") or ""
         cm_name, key = mounted_configmap(deploy.spec.template, container, conf_path) if conf_path else (None, None)
-        conf = (self.configmap_text(namespace, cm_name, key) if cm_name else None) or ""
+        conf = (kube.configmap_text(self.core, namespace, cm_name, key) if cm_name else None) or ""
         conf_file = LAB / "admission" / (os.path.basename(conf_path) or "volcano-admission.conf")
         write_if_changed(conf_file, conf)
         current = self.children["vc-webhook-manager"]
-        pod = self.pod_of(deploy, "vc-webhook-manager")
-        if pod is None:
+        port = free_port()
+        names = (self.host_ip, service, "%s.%s" % (service, namespace), "%s.%s.svc" % (service, namespace))
+        cert = pki.serving_cert(LAB / "pki", LAB / "pki" / ("serve-%s.%s" % (service, namespace)), names)
+        planned = self.command("vc-webhook-manager", deploy, "webhook-manager", {
+            "tls-cert-file": cert.with_suffix(".crt"), "tls-private-key-file": cert.with_suffix(".key"),
+            "ca-cert-file": LAB / "pki" / "ca.crt", "admission-conf": conf_file, "listen-address": self.host_ip,
+            "port": port, "healthz-address": "127.0.0.1:%d" % free_port()})
+        if planned is None:
             return
-        fingerprint = _fingerprint(deploy.spec.template.to_dict(), pod.metadata.uid)
+        fingerprint, argv = planned
         if current.alive() and current.fingerprint == fingerprint:
             self.serve_service(namespace, service, self.ports["webhook"])
             return
         # A rolling update, as the Deployment does it: the new webhook-manager serves before the old one stops, so
         # the API server never meets a webhook that is not listening.
-        port = free_port()
-        names = (self.host_ip, service, "%s.%s" % (service, namespace), "%s.%s.svc" % (service, namespace))
-        cert = pki.serving_cert(LAB / "pki", LAB / "pki" / ("serve-%s.%s" % (service, namespace)), names)
-        argv = self.credentials["vc-webhook-manager"].argv() + [str(BIN / "volcano" / "webhook-manager")] + translate(
-            container.args, {"tls-cert-file": cert.with_suffix(".crt"),
-            "tls-private-key-file": cert.with_suffix(".key"), "ca-cert-file": LAB / "pki" / "ca.crt",
-            "admission-conf": conf_file, "listen-address": self.host_ip, "port": port,
-            "healthz-address": "127.0.0.1:%d" % free_port()})
         fresh = Child("vc-webhook-manager")
         fresh.ensure(fingerprint, argv, self.env)
         deadline = time.time() + 30
@@ -251,8 +245,7 @@ class Volcano:
             log("controller: %s/%s served at %s:%d" % (namespace, service, self.host_ip, port))
 
     def status(self):
-        state = {name: {"pid": c.pid(), "ready": c.alive(), "restarts": c.restarts}
-                 for name, c in self.children.items()}
+        state = {name: dict(c.identity(), ready=c.alive(), restarts=c.restarts) for name, c in self.children.items()}
         # The API server's service proxy reaches pod IPs only, and kwok's pods have none here: clients of the
         # scheduler's metrics (the smoke test, the monitoring) use this URL in the lab.
         state["vc-scheduler"]["metrics_url"] = "http://%s:%d/metrics" % (self.host_ip,

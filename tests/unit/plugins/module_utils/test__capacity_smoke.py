@@ -77,7 +77,8 @@ volcano_vgpu_device_memory_allocation_for_a_certain_pod{NodeName="rig01",devID="
 
 def test_metric_values_with_prometheus_parser():
     assert smoke.metric_values(METRICS, smoke.CARD_METRIC) == {("GPU-a0", "rig01"): 1500, ("GPU-a1", "rig01"): 0}
-    assert smoke.metric_values(METRICS, smoke.POD_METRIC) == {("GPU-a0", "rig01"): 1500}
+    assert smoke.metric_values(METRICS, "volcano_vgpu_device_memory_allocation_for_a_certain_pod") == {
+        ("GPU-a0", "rig01"): 1500}
 
 
 @pytest.mark.parametrize("pods, smoke_names, problems, cards", [

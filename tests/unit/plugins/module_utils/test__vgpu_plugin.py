@@ -1,5 +1,6 @@
 """Table tests for the vGPU plugin logic shared by role device_plugin and the lab's emulated plugin."""
 
+import datetime
 import json
 
 import pytest
@@ -187,3 +188,46 @@ def test_check_registration_names_the_node():
 def test_conflicting_daemonsets(daemonset, conflicts):
     listed = [{"namespace": "kube-system", "name": "nvidia-device-plugin-daemonset"}]
     assert bool(vp.conflicting_daemonsets([daemonset], listed, "k8s-device-plugin")) is conflicts
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("Reported 2026-12-01 10:57:37.178939992 +0000 UTC m=+0.142731324", (2026, 12, 1, 10, 57, 37, 178939)),
+    ("Reported 2026-12-01 10:57:37 +0200 CEST", (2026, 12, 1, 8, 57, 37, 0)),
+    ("Requesting_2026.12.01 10:57:37", None),
+    ("", None),
+    (None, None),
+])
+def test_handshake_time_reads_go_time_strings(value, expected):
+    parsed = vp.handshake_time(value)
+    if expected is None:
+        assert parsed is None
+    else:
+        utc = parsed.astimezone(datetime.timezone.utc)
+        assert (utc.year, utc.month, utc.day, utc.hour, utc.minute, utc.second, utc.microsecond) == expected
+
+
+def scheduler_pod(started, phase="Running", deleting=False):
+    meta = {"name": "volcano-scheduler-x"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-01T11:00:00Z"
+    return {"metadata": meta, "status": {"phase": phase, "containerStatuses": [
+        {"state": {"running": {"startedAt": started}}}]}}
+
+
+def test_after_a_scheduler_restart_a_node_counts_only_once_it_re_registered():
+    """Volcano builds a node's vGPU devices only at a node update after its first session: the plugin's next
+    handshake, at least 10 s after the running scheduler container started, is what the wait waits for."""
+    expected = {"rig01": {"host": "rig01", "gpus": 5, "split": 2, "volcano.sh/vgpu-number": 10,
+                          "volcano.sh/vgpu-memory": 40940, "volcano.sh/vgpu-cores": 500}}
+
+    def node(reported):
+        return [{"metadata": {"name": "rig01", "annotations": {"volcano.sh/node-vgpu-handshake": reported}},
+                 "status": {"allocatable": {"volcano.sh/vgpu-number": "10", "volcano.sh/vgpu-memory": "40940",
+                                            "volcano.sh/vgpu-cores": "500"}}}]
+    pods = [scheduler_pod("2026-12-01T11:00:00Z", deleting=True), scheduler_pod("2026-12-01T11:05:00Z")]
+    assert vp.scheduler_started(pods) == "2026-12-01T11:05:00Z"
+    early = vp.check_registration(node("Reported 2026-12-01 11:05:05.1 +0000 UTC"), expected, pods)
+    assert not early["ok"] and "has not re-registered since Volcano's scheduler started" in early["problems"][0]
+    assert vp.check_registration(node("Reported 2026-12-01 11:05:31.2 +0000 UTC"), expected, pods)["ok"]
+    assert vp.check_registration(node("Reported 2026-12-01 11:05:05.1 +0000 UTC"), expected)["ok"]   # no check
+    assert vp.check_registration(node("Reported 2026-12-01 11:05:05.1 +0000 UTC"), expected, [])["ok"]  # no pod
