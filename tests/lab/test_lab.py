@@ -94,8 +94,8 @@ def test_gpu_nodes_registered_by_the_real_plugin(plugin):
     for name in GPU_NODES:
         assert state[name]["devicemanager"]["running"]
         (pod,) = state[name]["pods"].values()
-        assert {c: v["running"] for c, v in pod["containers"].items()} == {"volcano-device-plugin": True,
-                                                                         "monitor": True}
+        running = {c: v["running"] for c, v in pod["containers"].items()}
+        assert running == {"volcano-device-plugin": True, "monitor": True}
 
 
 def test_registration_follows_the_deployed_config_after_a_restart(plugin):

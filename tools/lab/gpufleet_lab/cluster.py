@@ -224,8 +224,8 @@ def up(args):  # pylint: disable=too-many-locals
                        check=True, stdout=subprocess.DEVNULL)
         log("Volcano %s installed from its module's chart" % chart_version(chart))
         wait_volcano()
-    log("ready in %.0f s: export KUBECONFIG=%s; %s get nodes" % (time.time() - t0, LAB / "kubeconfig",
-                                                                  LAB / "bin" / "kubectl"))
+    log("ready in %.0f s: export KUBECONFIG=%s; %s get nodes"
+        % (time.time() - t0, LAB / "kubeconfig", LAB / "bin" / "kubectl"))
 
 
 def down(_args):

@@ -64,8 +64,8 @@ def resolve(image):
         (lib / "ld.so.preload").write_bytes(source.read_bytes())
         (lib / "libvgpu.so").write_bytes(b"")
         (root / ".complete").touch()
-    return {"root": root, "path": str(root / "usr" / "bin") + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
-                                   "/sbin:/bin",
+    path = str(root / "usr" / "bin") + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    return {"root": root, "path": path,
             "env": {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "utility"},
             "entrypoint": ["volcano-vgpu-device-plugin"], "mounts": {"/k8s-vgpu": str(root / "k8s-vgpu")}}
 

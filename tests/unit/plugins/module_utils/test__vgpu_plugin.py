@@ -97,8 +97,9 @@ def test_device_list_limit_is_kubelets_message_size(count, mib, factor, fits):
     encoded = sum(2 + (len(i) + 11) for i in ids)   # repeated Device{id, health: "Healthy"}: tag, length, body
     assert vp.memory_list_bytes(gpus(count, mib), factor) == encoded
     assert (encoded <= vp.LIST_AND_WATCH_LIMIT) is fits
-    _, resources = vp.registration(gpus(count, mib), {"split": 2, "memory_factor": factor, "core_scaling": 1.0,
-                                                      "mode": "hami-core", "filter_uuid": [], "filter_index": []})
+    settings = {"split": 2, "memory_factor": factor, "core_scaling": 1.0, "mode": "hami-core", "filter_uuid": [],
+                "filter_index": []}
+    dummy, resources = vp.registration(gpus(count, mib), settings)
     assert resources["volcano.sh/vgpu-memory"] == (count * (mib // factor) if fits else 0)
 
 
