@@ -86,7 +86,7 @@ site-ci: bootstrap ## `make site` on a fresh lab of its own, then that lab stopp
 	GPUFLEET_LAB_DIR=$(GPUFLEET_CACHE)/lab-site-ci $(MAKE) --no-print-directory site; rc=$$?; \
 	GPUFLEET_LAB_DIR=$(GPUFLEET_CACHE)/lab-site-ci python tools/lab/lab.py down; exit $$rc
 
-lab: bootstrap images repos ## Start the local lab: control plane, Volcano, kwok nodes; GPU nodes as podman hosts
+lab: bootstrap images repos ## Start the local lab (Volcano, GPU nodes as podman hosts); vGPUs come with site.yml or cluster.yml
 	python tools/lab/lab.py up
 
 lab-down: bootstrap ## Stop everything the local lab started (processes by PID, host containers)
@@ -108,5 +108,5 @@ bench: deps bootstrap ## Benchmarks B1-B3 (raw JSON in bench-results/, tables in
 	grep -h '^\[lab-build\]' $(GPUFLEET_CACHE)/bench-lab-build.log || true; exit $$rc
 	python tools/bench/bench.py $(BENCH_ARGS)
 
-clean: ## Remove build outputs (keeps the image and repo cache in $(GPUFLEET_CACHE))
+clean: ## Remove build outputs (keeps the images, repositories and lab binaries cached in $$GPUFLEET_CACHE)
 	rm -rf .build tests/output
