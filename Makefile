@@ -86,8 +86,11 @@ site-ci: bootstrap ## `make site` on a fresh lab of its own, then that lab stopp
 	GPUFLEET_LAB_DIR=$(GPUFLEET_CACHE)/lab-site-ci $(MAKE) --no-print-directory site; rc=$$?; \
 	GPUFLEET_LAB_DIR=$(GPUFLEET_CACHE)/lab-site-ci python tools/lab/lab.py down; exit $$rc
 
-lab: bootstrap images repos ## Start the local lab (Volcano, GPU nodes as podman hosts); vGPUs come with site.yml or cluster.yml
-	python tools/lab/lab.py up
+lab: bootstrap images repos ## Start the local lab (reused when healthy, replaced when broken); vGPUs come with site.yml or cluster.yml
+	@if python tools/lab/lab.py status >/dev/null 2>&1; then echo "The lab is up and healthy; reusing it."; \
+	else python tools/lab/lab.py down && python tools/lab/lab.py up; fi
+	@python tools/lab/lab.py status | sed -n 's/^\(KUBECONFIG\|KUBECTL\)=/\1=/p'
+	@echo "GPU nodes get vGPU capacity from the device plugin: run 'make site' (or cluster.yml) next."
 
 lab-down: bootstrap ## Stop everything the local lab started (processes by PID, host containers)
 	python tools/lab/lab.py down
@@ -108,5 +111,5 @@ bench: deps bootstrap ## Benchmarks B1-B3 (raw JSON in bench-results/, tables in
 	grep -h '^\[lab-build\]' $(GPUFLEET_CACHE)/bench-lab-build.log || true; exit $$rc
 	python tools/bench/bench.py $(BENCH_ARGS)
 
-clean: ## Remove build outputs (keeps the images, repositories and lab binaries cached in $$GPUFLEET_CACHE)
+clean: ## Remove build outputs (keeps the images, repositories and lab binaries cached in GPUFLEET_CACHE, default /var/cache/gpufleet)
 	rm -rf .build tests/output

@@ -15,8 +15,9 @@ description:
 options:
   _input:
     description: >-
-      Dict with C(actions), C(tiers), C(deviceshare), C(binpack), C(admission_namespaces), C(enabled_admissions) and
-      C(scheduler_name).
+      Dict with C(actions) (list or Volcano's comma string), C(tiers), C(deviceshare), C(binpack),
+      C(custom_plugins), C(admission_namespaces), C(enabled_admissions) and C(scheduler_name). deviceshare arguments
+      written inside C(tiers) are merged with C(deviceshare) and checked alike.
     type: dict
     required: true
 """
@@ -46,7 +47,7 @@ def volcano_plan(settings):
     actions, tiers = settings.get("actions") or [], settings.get("tiers") or []
     deviceshare, binpack = settings.get("deviceshare") or {}, settings.get("binpack") or {}
     namespaces = settings.get("admission_namespaces") or []
-    errors = vc.validate(actions, tiers, deviceshare, binpack)
+    errors = vc.validate(actions, tiers, deviceshare, binpack, settings.get("custom_plugins") or ())
     admissions = settings.get("enabled_admissions") or []
     for admission in admissions:
         if not isinstance(admission, str) or not admission.startswith("/"):

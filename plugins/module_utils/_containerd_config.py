@@ -70,12 +70,37 @@ def base_replacement_reason(text):
         doc = tomlkit.parse(text)
     except TOMLKitError as exc:
         raise ConfigError("the existing file is not valid TOML (%s); fix or remove it" % exc) from exc
+    reason = None
     if "version" not in doc:
-        return "has no 'version' key (read as the obsolete version 1)"
-    disabled = [str(p) for p in doc.get("disabled_plugins", [])]
-    if "cri" in disabled or any(p.startswith("io.containerd.grpc.v1.cri") for p in disabled):
-        return "disables the CRI plugin (disabled_plugins = %s)" % disabled
-    return None
+        reason = "has no 'version' key (read as the obsolete version 1)"
+    else:
+        disabled = [str(p) for p in doc.get("disabled_plugins", [])]
+        if "cri" in disabled or any(p.startswith("io.containerd.grpc.v1.cri") for p in disabled):
+            reason = "disables the CRI plugin (disabled_plugins = %s)" % disabled
+    if reason:
+        # Replacing is safe only for a file that says nothing else (the containerd.io package's stub): a runtime or
+        # a registry mirror in it would be lost, while containerd itself still reads them from the original.
+        lost = _settings(doc, skip=("version", "disabled_plugins"))
+        if lost:
+            raise ConfigError("the existing file %s, so it would be replaced by 'containerd config default', which "
+                              "would lose %s%s; convert it first (add version = 2 for containerd 1.6/1.7 and use its "
+                              "plugin names, or run 'containerd config migrate' on containerd 2.x), then rerun"
+                              % (reason, ", ".join(lost[:8]), " and %d more" % (len(lost) - 8) if len(lost) > 8 else ""))
+    return reason
+
+
+def _settings(container, skip=(), prefix=""):
+    """Dotted paths of the values set in a parsed TOML document (tables followed down to their keys)."""
+    found = []
+    for key, value in container.items():
+        if key in skip:
+            continue
+        path = "%s%s" % (prefix, key if "." not in key else '"%s"' % key)
+        if isinstance(value, dict):
+            found.extend(_settings(value, prefix=path + ".") or [path])
+        else:
+            found.append(path)
+    return found
 
 
 def _table(container, key, changes, path):
@@ -91,6 +116,12 @@ def _set(table, key, value, changes, path):
     if current != value or type(current) is not type(value):
         table[key] = value
         changes.append("%s.%s = %r (was %r)" % (path, key, value, current))
+
+
+def _is_binary_name(key):
+    # containerd 2.x decodes option keys case-insensitively, so a lowercase binaryName (kubespray's templates) next to
+    # BinaryName can win: the "nvidia" runtime then runs the base runtime's binary, with no GPU.
+    return str(key).lower() == "binaryname"
 
 
 def apply(text, runtime_name="nvidia", binary_name="/usr/bin/nvidia-container-runtime", set_as_default=True,
@@ -132,7 +163,8 @@ def apply(text, runtime_name="nvidia", binary_name="/usr/bin/nvidia-container-ru
         new["runtime_type"] = RUNC_V2_SHIM
         options = tomlkit.table()
         for key, value in base_options.items():
-            options[key] = value.unwrap() if hasattr(value, "unwrap") else value
+            if not _is_binary_name(key):
+                options[key] = value.unwrap() if hasattr(value, "unwrap") else value
         options["BinaryName"] = binary_name
         for key, value in (runtime_options or {}).items():
             options[key] = value
@@ -147,12 +179,16 @@ def apply(text, runtime_name="nvidia", binary_name="/usr/bin/nvidia-container-ru
         for key, value in (runtime_settings or {}).items():
             _set(rt, key, value, changes, rt_path)
         options = _table(rt, "options", changes, rt_path + ".options")
+        for key in [k for k in options if _is_binary_name(k) and k != "BinaryName"]:
+            changes.append("removed %s.options.%s = %r (containerd 2.x may read it as BinaryName)"
+                           % (rt_path, key, options[key]))
+            del options[key]
         _set(options, "BinaryName", binary_name, changes, rt_path + ".options")
         # Keep inheriting the base runtime's options: a later SystemdCgroup switch on runc must follow. Zero values
         # ('', 0, false) that the runtime does not carry are containerd's defaults anyway and are not added.
         for key, value in base_options.items():
             value = value.unwrap() if hasattr(value, "unwrap") else value
-            if key == "BinaryName" or key in (runtime_options or {}) or (key not in options and not value):
+            if _is_binary_name(key) or key in (runtime_options or {}) or (key not in options and not value):
                 continue
             _set(options, key, value, changes, rt_path + ".options")
         for key, value in (runtime_options or {}).items():
@@ -170,3 +206,63 @@ def apply(text, runtime_name="nvidia", binary_name="/usr/bin/nvidia-container-ru
     imports = [str(i) for i in doc.get("imports", [])]
     new_text = tomlkit.dumps(doc) if changes else text
     return new_text, changes, version, imports
+
+
+def effective_problems(dump, runtime_name="nvidia", binary_name="/usr/bin/nvidia-container-runtime",
+                       set_as_default=True):
+    """What is wrong with containerd's effective configuration (``containerd config dump``: the file with its
+    imports and drop-ins merged) for the wanted runtime; empty when containerd will do what was asked."""
+    try:
+        doc = tomlkit.parse(dump or "")
+    except TOMLKitError as exc:
+        return ["cannot read 'containerd config dump' (%s)" % exc]
+    plugins = doc.get("plugins") or {}
+    cri = next((plugins[name] for name in (CRI_RUNTIME_PLUGIN[3], CRI_RUNTIME_PLUGIN[2]) if name in plugins), None)
+    if cri is None:
+        return ["the CRI plugin has no runtime settings in the effective configuration (disabled?)"]
+    ctr = cri.get("containerd") or {}
+    problems = []
+    default = ctr.get("default_runtime_name")
+    if set_as_default and default != runtime_name:
+        problems.append("the effective default_runtime_name is %r, not %r" % (default, runtime_name))
+    runtime = (ctr.get("runtimes") or {}).get(runtime_name)
+    if runtime is None:
+        problems.append("the effective configuration has no runtime %r" % runtime_name)
+        return problems
+    names = {str(k): str(v) for k, v in (runtime.get("options") or {}).items() if _is_binary_name(k)}
+    if set(names.values()) != {binary_name}:
+        problems.append("runtime %r effectively runs %s, not %s"
+                        % (runtime_name, ", ".join("%s = %s" % item for item in sorted(names.items())) or "runc's "
+                           "default binary (no BinaryName)", binary_name))
+    return problems
+
+
+# Keys whose values are credentials in containerd configs (registry auth of the CRI plugin, as kubespray, k3s and
+# hand-written files set them).
+_SECRET_KEY = re.compile(r'^(\s*["\']?(?:password|auth|identitytoken|identity_token|token|secret)["\']?\s*=\s*).+$',
+                         re.IGNORECASE | re.MULTILINE)
+
+
+def redact(text):
+    """The file with credential values replaced, for diffs and messages (the file itself is written unredacted)."""
+    return _SECRET_KEY.sub(r'\1"<redacted>"', text or "")
+
+
+# k3s and RKE2 write their containerd config at every start from a template and mark it so; an edit to it is lost
+# at the next restart of the service.
+_GENERATED = re.compile(r"^#\s*File generated by (\S+?)\.\s*DO NOT EDIT\.\s*Use (\S+) instead", re.MULTILINE)
+
+
+def generated_by(text):
+    """(program, template) when the file says it is regenerated from a template (k3s, RKE2), else None."""
+    match = _GENERATED.search(text or "")
+    return (match.group(1), match.group(2)) if match else None
+
+
+def generated_file_message(path, program, template):
+    """Why a generated file is not edited, and how that distribution wants the nvidia runtime set."""
+    return ("%s is generated by %s at every start (its header says: DO NOT EDIT, use %s): an edit here is lost at "
+            "the next restart. %s adds an 'nvidia' runtime itself when it finds nvidia-container-runtime at start; "
+            "make it the default with 'default-runtime: nvidia' in /etc/rancher/%s/config.yaml (or use the "
+            "RuntimeClass 'nvidia' with container_runtime_set_as_default: false), or write your own %s next to "
+            "the file (config-v3.toml.tmpl for containerd 2)" % (path, program, template, program, program, template))

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _nvml
+
 DEFAULT_EXPECT = {
     "expected_count": None,
     "model_pattern": "",
     "min_driver": "",
+    "driver_branch": "",
+    "mig_mode": "",
     "min_memory_mib": 0,
     "fail_on_retired_pages_pending": True,
     "fail_on_remapped_rows": True,
@@ -46,6 +50,11 @@ def validate_expect(expect):
             version_tuple(expect["min_driver"])
         except ValueError:
             errors.append("min_driver must look like '550' or '550.54.15', got %r" % (expect["min_driver"],))
+    branch = expect.get("driver_branch") or ""
+    if branch and not re.match(r"^\d+$", str(branch)):
+        errors.append("driver_branch must be a driver branch such as '570', got %r" % (branch,))
+    if expect.get("mig_mode") not in ("", None, "on", "off"):
+        errors.append("mig_mode must be one of on, off (or empty: not checked), got %r" % (expect.get("mig_mode"),))
     mem = expect.get("min_memory_mib", 0)
     if not isinstance(mem, int) or isinstance(mem, bool) or mem < 0:
         errors.append("min_memory_mib must be an integer >= 0, got %r" % (mem,))
@@ -65,11 +74,20 @@ def _gpu_findings(gpu, expect):
     if diag:
         failures.append("%s: %s — %s; next: %s" % (label, diag["error"], diag["cause"], diag["next_step"]))
         return failures, warnings
+    errors = gpu.get("query_errors") or {}
+    by_error = {}
+    for field, error in sorted(errors.items()):
+        by_error.setdefault(error, []).append(field)
+    for error, fields in sorted(by_error.items()):
+        code = _nvml.error_code(error)
+        found = _nvml.diagnose(code if code is not None else error, gpu_index=gpu["index"])
+        failures.append("%s: NVML %s reading %s — %s; next: %s"
+                        % (label, error, ", ".join(fields), found["cause"], found["next_step"]))
     name = gpu.get("name") or ""
-    if expect["model_pattern"] and not re.search(expect["model_pattern"], name):
+    if expect["model_pattern"] and "name" not in errors and not re.search(expect["model_pattern"], name):
         failures.append("%s: model '%s' does not match '%s'" % (label, name, expect["model_pattern"]))
     total = gpu.get("memory_total_mib")
-    if expect["min_memory_mib"] and (total is None or total < expect["min_memory_mib"]):
+    if expect["min_memory_mib"] and "memory" not in errors and (total is None or total < expect["min_memory_mib"]):
         failures.append("%s: %s MiB of memory, expected at least %d MiB" % (label, total, expect["min_memory_mib"]))
     if expect["fail_on_retired_pages_pending"] and gpu.get("retired_pages_pending"):
         failures.append("%s: retired pages are pending — reset the GPU or reboot the node" % label)
@@ -87,8 +105,15 @@ def _gpu_findings(gpu, expect):
             warnings.append("%s: PCIe link x%d of x%d (check riser and seating)" % (label, cur, mx))
     if expect["warn_on_persistence_off"] and gpu.get("persistence_mode") is False:
         warnings.append("%s: persistence mode is off (enable nvidia-persistenced)" % label)
-    if gpu.get("mig_mode_current") is not None and gpu.get("mig_mode_pending") != gpu.get("mig_mode_current"):
+    mig = gpu.get("mig_mode_current")
+    if mig is not None and gpu.get("mig_mode_pending") != mig:
         warnings.append("%s: MIG mode change pending — reset the GPU to apply it" % label)
+    if expect["mig_mode"] == "off" and mig:
+        failures.append("%s: MIG mode is on, but the device plugin's mode needs it off (whole GPUs split by "
+                        "hami-core); next: 'nvidia-smi -i %s -mig 0' and reset the GPU" % (label, gpu["index"]))
+    elif expect["mig_mode"] == "on" and mig is False:
+        failures.append("%s: MIG mode is off, but the device plugin's mig mode needs it on; next: "
+                        "'nvidia-smi -i %s -mig 1' and reset the GPU" % (label, gpu["index"]))
     return failures, warnings
 
 
@@ -118,6 +143,10 @@ def evaluate(node, inventory, expect=None):
         driver = inventory.get("driver_version")
         if exp["min_driver"] and driver and version_tuple(driver) < version_tuple(exp["min_driver"]):
             failures.append("driver %s is older than the required %s" % (driver, exp["min_driver"]))
+        if exp["driver_branch"] and driver and driver.split(".")[0] != str(exp["driver_branch"]):
+            failures.append("driver %s is loaded, but the inventory expects branch %s (nvidia_driver_branch): a "
+                            "reboot is pending after a branch change, or the node was installed by hand"
+                            % (driver, exp["driver_branch"]))
         for gpu in inventory.get("gpus", []):
             gpu_failures, gpu_warnings = _gpu_findings(gpu, exp)
             failures.extend(gpu_failures)
@@ -130,6 +159,9 @@ def evaluate(node, inventory, expect=None):
         models = sorted({g.get("name") or "?" for g in inventory.get("gpus", [])})
         line = "%s: OK: %d GPU(s) %s, driver %s" % (
             node, inventory.get("gpu_count", 0), ", ".join(models), inventory.get("driver_version"))
+        mig_on = [str(g["index"]) for g in inventory.get("gpus", []) if g.get("mig_mode_current")]
+        if mig_on:
+            line += ", MIG on for GPU %s" % ", ".join(mig_on)
         if warnings:
             line += "; %d warning(s): %s" % (len(warnings), "; ".join(warnings))
     return {"node": node, "ok": not failures, "failures": failures, "warnings": warnings, "line": line}

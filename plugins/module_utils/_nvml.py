@@ -84,6 +84,19 @@ _DIAGNOSES = {
 }
 
 
+# Per-GPU wording where the init wording would mislead: a query of one device failing is not a missing driver.
+_DEVICE_DIAGNOSES = {
+    "UNKNOWN": (
+        "the GPU answered an NVML query with an unknown error (a hung or failing GPU)",
+        "check 'nvidia-smi -q -i <index>' and 'dmesg' for Xid errors; drain the node, then reset the GPU or reboot",
+    ),
+    "TIMEOUT": (
+        "the GPU did not answer an NVML query in time (a hung GPU or a stuck driver)",
+        "check 'dmesg' for Xid errors; drain the node, then reset the GPU or reboot",
+    ),
+}
+
+
 def error_name(code):
     """Symbolic NVML error name for a numeric code."""
     return ERROR_NAMES.get(code, "ERROR_%s" % code)
@@ -92,7 +105,10 @@ def error_name(code):
 def diagnose(code, gpu_index=None):
     """Map an NVML error code to a cause and next step; ``gpu_index`` names the GPU for per-device errors."""
     name = error_name(code)
-    cause, next_step = _DIAGNOSES.get(name, ("NVML returned %s" % name, "check 'nvidia-smi' and 'dmesg' on the node"))
+    known = dict(_DIAGNOSES, **_DEVICE_DIAGNOSES) if gpu_index is not None else _DIAGNOSES
+    cause, next_step = known.get(name, ("NVML returned %s" % name, "check 'nvidia-smi' and 'dmesg' on the node"))
+    if gpu_index is not None:
+        next_step = next_step.replace("<index>", str(gpu_index))
     return {
         "error": name,
         "code": code,
@@ -135,14 +151,27 @@ def _query(nvml, errors, field, fn, *args):
         return None
 
 
+def error_code(name):
+    """Numeric NVML error code for a symbolic name (error_name's inverse), or None."""
+    return next((code for code, known in ERROR_NAMES.items() if known == name), None)
+
+
 def _device(nvml, index, handle):
     errors = {}
 
     def q(field, fn, *args):
         return _query(nvml, errors, field, fn, handle, *args)
 
-    memory = q("memory", nvml.nvmlDeviceGetMemoryInfo)
+    # The bus ID first: a GPU that fails a later query is still named by where it sits.
     pci = q("pci", nvml.nvmlDeviceGetPciInfo)
+    try:
+        return _device_fields(nvml, index, q, errors, pci)
+    except _DeviceLost as exc:
+        return _lost_device(index, exc.code, _text(pci.busId) if pci is not None else None)
+
+
+def _device_fields(nvml, index, q, errors, pci):
+    memory = q("memory", nvml.nvmlDeviceGetMemoryInfo)
     ecc = q("ecc_mode", nvml.nvmlDeviceGetEccMode)
     rows = q("remapped_rows", nvml.nvmlDeviceGetRemappedRows)
     mig = q("mig_mode", nvml.nvmlDeviceGetMigMode)
@@ -184,8 +213,8 @@ def _device(nvml, index, handle):
     }
 
 
-def _lost_device(index, code):
-    record = {"index": index, "uuid": None, "name": None, "pci_bus_id": None, "query_errors": {}}
+def _lost_device(index, code, pci_bus_id=None):
+    record = {"index": index, "uuid": None, "name": None, "pci_bus_id": pci_bus_id, "query_errors": {}}
     record["diagnosis"] = diagnose(code, gpu_index=index)
     return record
 

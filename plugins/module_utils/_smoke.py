@@ -17,6 +17,7 @@ import time
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _capacity as cap
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _vgpu_plugin as vp
 
 try:
     from kubernetes import client
@@ -94,6 +95,7 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
         self.namespace = "%s-%s" % (params["namespace_prefix"], suffix)
         self.real_gpus = None
         self.smoke_pods = set()
+        self.removed_leftovers = []
 
     # --- helpers ---
 
@@ -208,11 +210,26 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
             return "failed", "prometheus-client is not installed on the host running the smoke test"
         if not self.pods("gpufleet.io/smoke"):
             return "skipped", "no smoke pod holds a vGPU (fill did not run)"
-        # The scheduler sets the figure when it allocates and rebuilds it when a node's devices change; it is read
-        # until it matches the pods, bounded.
-        state = {}
+        # The scheduler sets a card's figure when it builds the node's devices (only at a node update after its first
+        # session: the plugin's next registration, _vgpu_plugin.registration_due) and at each allocation. So the
+        # figure is due once every node holding smoke pods re-registered after the running scheduler started; it is
+        # waited for on that signal, then compared, both within metrics_settle_seconds.
+        state = {"read": None, "unregistered": []}
+        deadline = time.time() + self.params["metrics_settle_seconds"]
+        holders = {p.spec.node_name for p in self.pods("gpufleet.io/smoke") if p.spec.node_name}
+
+        def registered():
+            started = vp.scheduler_start_time(self.scheduler_pods())
+            nodes = [self.core.api_client.sanitize_for_serialization(n) for n in self.core.list_node().items
+                     if n.metadata.name in holders and vp.HANDSHAKE in (n.metadata.annotations or {})]
+            state["started"] = started
+            state["unregistered"] = sorted(
+                "%s (last registration %s)" % (n["metadata"]["name"], n["metadata"]["annotations"][vp.HANDSHAKE])
+                for n in nodes if started is not None and vp.registration_due(n, started) is not None)
+            return not state["unregistered"]
 
         def settled():
+            state["read"] = time.strftime("%H:%M:%SZ", time.gmtime())
             metric = metric_values(self.scheduler_metrics(), CARD_METRIC)
             live = [p.to_dict() for p in self.core.list_pod_for_all_namespaces().items
                     if p.status.phase in ("Pending", "Running") and p.spec.node_name]
@@ -221,9 +238,15 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
             state["problems"], state["cards"] = compare_allocated_memory(metric, live, self.smoke_pods)
             return not state["problems"]
         started = time.time()
-        done, dummy = self.wait(settled, self.params["metrics_settle_seconds"], interval=2)
-        if not done:
-            return "failed", "; ".join(state["problems"])
+        if not self.wait(registered, max(deadline - time.time(), 1), interval=2)[0]:
+            return "failed", ("%s is not due: the scheduler (started %s) has not seen the vGPUs of %s within %d s - "
+                              "the plugin re-registers every 30 s" % (
+                                  CARD_METRIC, state["started"].strftime("%H:%M:%SZ"),
+                                  ", ".join(state["unregistered"]), self.params["metrics_settle_seconds"]))
+        if not self.wait(settled, max(deadline - time.time(), 1), interval=2)[0]:
+            return "failed", "%s read from %s at %s: %s" % (
+                CARD_METRIC, self.params["scheduler_metrics_url"] or self.params["scheduler_service"], state["read"],
+                "; ".join(state["problems"]))
         detail = "%s matches the smoke pods' requests on %d cards (after %.0f s)" % (
             CARD_METRIC, state["cards"], time.time() - started)
         missing, checked = self.monitor_series()
@@ -257,6 +280,12 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
                 "%s:%d" % (pod.metadata.name, self.params["plugin_metrics_port"]), pod.metadata.namespace, "metrics")
             (checked if "HostGPUMemoryUsage" in body else missing).append(pod.spec.node_name)
         return missing, checked
+
+    def scheduler_pods(self):
+        """Volcano's scheduler pods, as the API writes them (vp.scheduler_start_time reads those)."""
+        pods = self.core.list_namespaced_pod(self.params["scheduler_namespace"],
+                                             label_selector="app=volcano-scheduler").items
+        return [self.core.api_client.sanitize_for_serialization(p) for p in pods]
 
     def scheduler_metrics(self):
         if self.params["scheduler_metrics_url"]:
@@ -410,6 +439,7 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
         if self.real_gpus is None:
             self.real_gpus = bool(nodes) and not any(KWOK in (n.metadata.annotations or {}) for n in nodes)
         results = []
+        self.removed_leftovers = self.remove_leftovers()
         self.core.create_namespace({"metadata": {"name": self.namespace, "labels": {"gpufleet.io/smoke": "true"}}})
         try:
             if not nodes:
@@ -430,6 +460,29 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
         finally:
             results.append(self.cleanup())
         return results
+
+    def remove_leftovers(self):
+        """Delete the namespaces of earlier smoke runs that did not clean up (killed): their pods would hold vGPUs
+        that the fill check counts as free. Two smoke runs at once cannot both fill the cluster, so any other
+        smoke namespace is a leftover. Returns their names, once they are gone (bounded by `timeout`)."""
+        leftovers = [n.metadata.name for n in self.core.list_namespace(label_selector="gpufleet.io/smoke=true").items
+                     if n.metadata.name != self.namespace]
+        for name in leftovers:
+            try:
+                self.core.delete_namespace(name, propagation_policy="Foreground")
+            except client.exceptions.ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+        def gone():
+            remaining = {n.metadata.name for n in
+                         self.core.list_namespace(label_selector="gpufleet.io/smoke=true").items}
+            return not remaining & set(leftovers) or sorted(remaining & set(leftovers))
+        done, last = self.wait(gone, self.params["timeout"], interval=1)
+        if not done:
+            raise RuntimeError("the namespaces of an earlier smoke run are still terminating after %d s: %s"
+                               % (self.params["timeout"], ", ".join(last)))
+        return leftovers
 
     def cleanup(self):
         started = time.time()

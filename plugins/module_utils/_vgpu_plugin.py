@@ -375,6 +375,20 @@ def scheduler_started(pods):
     return max(times) if times else None
 
 
+def registration_due(node, started):
+    """When the scheduler that started at `started` (datetime) has seen this node's vGPUs: None once the plugin
+    re-registered (handshake) FIRST_SESSION_MARGIN_S after that start, else the time it must re-register after."""
+    reported = handshake_time(((node.get("metadata") or {}).get("annotations") or {}).get(HANDSHAKE))
+    due = started + datetime.timedelta(seconds=FIRST_SESSION_MARGIN_S)
+    return None if reported is not None and reported >= due else due
+
+
+def scheduler_start_time(scheduler_pods):
+    """scheduler_started() as a datetime, or None."""
+    since = scheduler_started(scheduler_pods)
+    return datetime.datetime.strptime(since.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S%z") if since else None
+
+
 def check_registration(nodes, expected, scheduler_pods=None):
     """Compare Node objects (dicts as k8s_info returns them) with plan()['expected']; one line per problem.
 
@@ -382,8 +396,7 @@ def check_registration(nodes, expected, scheduler_pods=None):
     ready for vGPU pods only once it re-registered after the running scheduler's first session.
     """
     seen = {n["metadata"]["name"]: n for n in nodes}
-    since = scheduler_started(scheduler_pods) if scheduler_pods is not None else None
-    started = datetime.datetime.strptime(since.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S%z") if since else None
+    started = scheduler_start_time(scheduler_pods) if scheduler_pods is not None else None
     problems = []
     for name in sorted(expected):
         want = expected[name]
@@ -398,19 +411,47 @@ def check_registration(nodes, expected, scheduler_pods=None):
                 problems.append("node %s: %s is %s, expected %s (%d GPUs x split %d)"
                                 % (name, resource, have if have is not None else "missing", want[resource],
                                    want["gpus"], want["split"]))
-        if started is not None:
-            reported = handshake_time(((node.get("metadata") or {}).get("annotations") or {}).get(HANDSHAKE))
-            due = started + datetime.timedelta(seconds=FIRST_SESSION_MARGIN_S)
-            if reported is None or reported < due:
-                problems.append("node %s: the plugin has not re-registered since Volcano's scheduler started at %s "
-                                "(the scheduler sees a node's vGPUs only after that; the plugin does it every 30 s)"
-                                % (name, since))
+        if started is not None and registration_due(node, started) is not None:
+            problems.append("node %s: the plugin has not re-registered since Volcano's scheduler started at %s "
+                            "(the scheduler sees a node's vGPUs only after that; the plugin does it every 30 s)"
+                            % (name, started.strftime("%Y-%m-%dT%H:%M:%SZ")))
     return {"ok": not problems, "problems": problems}
+
+
+def daemonset_owner(ds):
+    """Who manages a DaemonSet (dict as k8s_info returns it) and how to switch it off there, or None when nothing
+    does (applied by hand). Deleting an owned one fights its owner, which puts it back."""
+    meta = ds.get("metadata") or {}
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("kind") == "ClusterPolicy" and str(ref.get("apiVersion", "")).startswith("nvidia.com/"):
+            return {"owner": "NVIDIA GPU Operator (ClusterPolicy %s)" % ref.get("name"),
+                    "remedy": "disable its device plugin: set devicePlugin.enabled=false in the gpu-operator chart "
+                              "(ClusterPolicy spec.devicePlugin.enabled: false) and keep the operator for the "
+                              "driver and toolkit"}
+    if annotations.get("meta.helm.sh/release-name") or labels.get("app.kubernetes.io/managed-by") == "Helm":
+        release = annotations.get("meta.helm.sh/release-name") or labels.get("app.kubernetes.io/instance") or "?"
+        namespace = annotations.get("meta.helm.sh/release-namespace") or meta.get("namespace")
+        return {"owner": "Helm release %s (namespace %s)" % (release, namespace),
+                "remedy": "uninstall it (helm uninstall %s -n %s) or disable the device plugin in its values"
+                          % (release, namespace)}
+    if labels.get("argocd.argoproj.io/instance") or annotations.get("argocd.argoproj.io/tracking-id"):
+        app = labels.get("argocd.argoproj.io/instance") or annotations["argocd.argoproj.io/tracking-id"].split(":")[0]
+        return {"owner": "Argo CD application %s" % app, "remedy": "remove it from the application's source"}
+    if labels.get("kustomize.toolkit.fluxcd.io/name"):
+        return {"owner": "Flux Kustomization %s" % labels["kustomize.toolkit.fluxcd.io/name"],
+                "remedy": "remove it from the Kustomization's source"}
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller"):
+            return {"owner": "%s %s" % (ref.get("kind"), ref.get("name")),
+                    "remedy": "switch off its device plugin in that %s" % ref.get("kind")}
+    return None
 
 
 def conflicting_daemonsets(daemonsets, listed, image_pattern):
     """DaemonSets (dicts as k8s_info returns them) that are another GPU device plugin: named in `listed`
-    ([{namespace, name}]) or running an image matching `image_pattern`; gpufleet's own are never returned."""
+    ([{namespace, name}]) or running an image matching `image_pattern`; gpufleet's own are never returned.
+    Each comes with `owner` (daemonset_owner(), or None when applied by hand)."""
     wanted = {(item.get("namespace"), item.get("name")) for item in listed or []}
     pattern = re.compile(image_pattern) if image_pattern else None
     found = []
@@ -422,9 +463,11 @@ def conflicting_daemonsets(daemonsets, listed, image_pattern):
         images = [c.get("image") or "" for c in (((ds.get("spec") or {}).get("template") or {}).get("spec") or {})
                   .get("containers") or []]
         if key in wanted:
-            found.append({"namespace": key[0], "name": key[1], "reason": "listed in device_plugin_conflicting_daemonsets"})
+            reason = "listed in device_plugin_conflicting_daemonsets"
         elif pattern and any(pattern.search(image) for image in images):
-            found.append({"namespace": key[0], "name": key[1],
-                          "reason": "image %s matches device_plugin_conflicting_image_pattern"
-                          % next(i for i in images if pattern.search(i))})
+            reason = ("image %s matches device_plugin_conflicting_image_pattern"
+                      % next(i for i in images if pattern.search(i)))
+        else:
+            continue
+        found.append({"namespace": key[0], "name": key[1], "reason": reason, "owner": daemonset_owner(ds)})
     return found

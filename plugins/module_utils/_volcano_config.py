@@ -14,7 +14,16 @@ import copy
 import hashlib
 import json
 
-KNOWN_ACTIONS = ("enqueue", "allocate", "backfill", "preempt", "reclaim", "shuffle")
+# What the pinned scheduler registers (update with volcano_version): actions in
+# pkg/scheduler/actions/factory.go, plugins in pkg/scheduler/plugins/factory.go of Volcano v1.15.1. An unknown action
+# stops vc-scheduler from loading its configuration ("failed to find Action"); an unknown plugin is only logged
+# ("Failed to get plugin") and silently left out of every session.
+KNOWN_VERSION = "v1.15.1"
+KNOWN_ACTIONS = ("enqueue", "allocate", "backfill", "preempt", "reclaim", "gangpreempt", "gangreclaim", "shuffle")
+KNOWN_PLUGINS = ("drf", "gang", "deviceshare", "predicates", "priority", "nodeorder", "conformance", "binpack",
+                 "resource-strategy-fit", "tdm", "overcommit", "sla", "task-topology", "numa-aware", "cdp",
+                 "rescheduling", "usage", "pdb", "nodegroup", "network-topology-aware", "proportion", "capacity",
+                 "extender", "resourcequota")
 SCHEDULE_POLICIES = ("binpack", "spread")
 
 DEFAULT_TIERS = [
@@ -23,7 +32,7 @@ DEFAULT_TIERS = [
                  {"name": "predicates"}, {"name": "proportion"}, {"name": "nodeorder"}, {"name": "binpack"}]},
 ]
 
-# Structured deviceshare settings -> the plugin's argument keys (pkg/scheduler/plugins/deviceshare).
+# Structured deviceshare settings -> the plugin's argument keys (pkg/scheduler/plugins/deviceshare/deviceshare.go).
 DEVICESHARE_KEYS = {
     "vgpu_enable": "deviceshare.VGPUEnable",
     "schedule_policy": "deviceshare.SchedulePolicy",
@@ -33,7 +42,14 @@ DEVICESHARE_KEYS = {
     "node_lock_enable": "deviceshare.NodeLockEnable",
     "known_geometries_cm_name": "deviceshare.KnownGeometriesCMName",
     "known_geometries_cm_namespace": "deviceshare.KnownGeometriesCMNamespace",
+    "ascend_mindcluster_vnpu_enable": "deviceshare.AscendMindClusterVNPUEnable",
+    "ascend_hami_vnpu_enable": "deviceshare.AscendHAMiVNPUEnable",
 }
+DEVICESHARE_FLAGS = ("vgpu_enable", "gpu_sharing_enable", "gpu_number_enable", "node_lock_enable",
+                     "ascend_mindcluster_vnpu_enable", "ascend_hami_vnpu_enable")
+# Volcano's Arguments.GetBool also takes strings, as Go's strconv.ParseBool reads them.
+GO_BOOL_STRINGS = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
+                   "0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False}
 
 # Admissions the namespace -> schedulerName rule needs (charts >= 1.12 dropped /pods/mutate from the default).
 POD_MUTATE = "/pods/mutate"
@@ -51,14 +67,68 @@ def deviceshare_arguments(settings):
     return args
 
 
-def validate(actions, tiers, deviceshare, binpack=None):
-    """Messages for a scheduler configuration that Volcano would reject or misread (empty when valid)."""
+def action_list(actions):
+    """Actions as a list: Volcano's own comma string ("enqueue, allocate, backfill") or a YAML list."""
+    if isinstance(actions, str):
+        return [a.strip() for a in actions.split(",")]
+    return list(actions or [])
+
+
+def tier_deviceshare(tiers):
+    """(structured settings, errors) from deviceshare arguments written inside the tiers, as Volcano's docs do."""
+    settings, errors = {}, []
+    by_argument = {v: k for k, v in DEVICESHARE_KEYS.items()}
+    for tier in tiers or []:
+        for plugin in (tier.get("plugins") or []) if isinstance(tier, dict) else []:
+            if not isinstance(plugin, dict) or plugin.get("name") != "deviceshare":
+                continue
+            arguments = plugin.get("arguments") or {}
+            if not isinstance(arguments, dict):
+                errors.append("volcano_scheduler_tiers: deviceshare's arguments must be a mapping, got %r" % (arguments,))
+                continue
+            for argument, value in arguments.items():
+                key = by_argument.get(argument)
+                if key is None:
+                    errors.append("volcano_scheduler_tiers: deviceshare argument %r is unknown to Volcano %s; "
+                                  "allowed: %s" % (argument, KNOWN_VERSION, ", ".join(sorted(by_argument))))
+                    continue
+                if key in DEVICESHARE_FLAGS and isinstance(value, str) and value in GO_BOOL_STRINGS:
+                    value = GO_BOOL_STRINGS[value]
+                settings[key] = value
+    return settings, errors
+
+
+def merged_deviceshare(tiers, deviceshare):
+    """(settings, errors): volcano_deviceshare with the deviceshare arguments of the tiers merged in; a key set in
+    both places with different values is an error rather than one silently winning."""
+    from_tiers, errors = tier_deviceshare(tiers)
+    merged = dict(deviceshare or {})
+    for key, value in from_tiers.items():
+        if key in merged and merged[key] not in (None, "") and merged[key] != value:
+            errors.append("deviceshare's %s is %r in volcano_scheduler_tiers but %r in volcano_deviceshare.%s; "
+                          "set it in one place (volcano_deviceshare.%s)"
+                          % (DEVICESHARE_KEYS[key], value, merged[key], key, key))
+            continue
+        merged[key] = value
+    return merged, errors
+
+
+def validate(actions, tiers, deviceshare, binpack=None, custom_plugins=()):
+    """Messages for a scheduler configuration that Volcano would reject or misread (empty when valid).
+
+    custom_plugins: plugin names loaded from the scheduler's --plugins-dir, accepted besides KNOWN_PLUGINS.
+    """
     errors = []
+    if not isinstance(actions, (str, list, tuple)):
+        errors.append("volcano_scheduler_actions must be a list or a comma-separated string, got %r" % (actions,))
+        actions = []
+    actions = action_list(actions)
     if not actions:
         errors.append("volcano_scheduler_actions must not be empty; allowed: %s" % ", ".join(KNOWN_ACTIONS))
-    for action in actions or []:
+    for action in actions:
         if action not in KNOWN_ACTIONS:
-            errors.append("volcano_scheduler_actions: unknown action %r; allowed: %s" % (action, ", ".join(KNOWN_ACTIONS)))
+            errors.append("volcano_scheduler_actions: unknown action %r; Volcano %s knows: %s"
+                          % (action, KNOWN_VERSION, ", ".join(KNOWN_ACTIONS)))
     names = []
     for index, tier in enumerate(tiers or []):
         plugins = tier.get("plugins") if isinstance(tier, dict) else None
@@ -70,15 +140,24 @@ def validate(actions, tiers, deviceshare, binpack=None):
                 errors.append("volcano_scheduler_tiers[%d]: every plugin needs a 'name', got %r" % (index, plugin))
             else:
                 names.append(plugin["name"])
+                if plugin["name"] not in KNOWN_PLUGINS and plugin["name"] not in (custom_plugins or ()):
+                    errors.append("volcano_scheduler_tiers[%d]: unknown plugin %r (Volcano %s would leave it out "
+                                  "silently); known: %s; list plugins loaded from --plugins-dir in "
+                                  "volcano_scheduler_custom_plugins"
+                                  % (index, plugin["name"], KNOWN_VERSION, ", ".join(KNOWN_PLUGINS)))
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         errors.append("volcano_scheduler_tiers: plugin(s) listed twice: %s" % ", ".join(duplicates))
-    ds = deviceshare or {}
-    unknown = sorted(set(ds) - set(DEVICESHARE_KEYS))
+    if deviceshare is not None and not isinstance(deviceshare, dict):
+        errors.append("volcano_deviceshare must be a mapping, got %r" % (deviceshare,))
+        deviceshare = {}
+    unknown = sorted(set(deviceshare or {}) - set(DEVICESHARE_KEYS))
     if unknown:
         errors.append("volcano_deviceshare: unknown key(s) %s; allowed: %s"
                       % (", ".join(unknown), ", ".join(sorted(DEVICESHARE_KEYS))))
-    for flag in ("vgpu_enable", "gpu_sharing_enable", "gpu_number_enable", "node_lock_enable"):
+    ds, merge_errors = merged_deviceshare(tiers, deviceshare)
+    errors.extend(merge_errors)
+    for flag in DEVICESHARE_FLAGS:
         if flag in ds and not isinstance(ds[flag], bool):
             errors.append("volcano_deviceshare.%s must be true or false, got %r" % (flag, ds[flag]))
     enabled = [k for k in ("vgpu_enable", "gpu_sharing_enable", "gpu_number_enable") if ds.get(k) is True]
@@ -108,7 +187,7 @@ def validate(actions, tiers, deviceshare, binpack=None):
 def scheduler_conf(actions, tiers, deviceshare, binpack=None):
     """The volcano-scheduler.conf document as a dict (validate() first)."""
     tiers = copy.deepcopy(tiers)
-    ds_args = deviceshare_arguments(deviceshare)
+    ds_args = deviceshare_arguments(merged_deviceshare(tiers, deviceshare)[0])
     enabled = any(ds_args.get(DEVICESHARE_KEYS[k]) is True for k in ("vgpu_enable", "gpu_sharing_enable",
                                                                      "gpu_number_enable"))
     names = [p["name"] for t in tiers for p in t["plugins"]]
@@ -132,7 +211,7 @@ def scheduler_conf(actions, tiers, deviceshare, binpack=None):
                 plugin = dict(plugin, arguments=dict(plugin.get("arguments") or {}, **binpack_arguments(binpack)))
             kept.append(plugin)
         tier["plugins"] = kept
-    return {"actions": ", ".join(actions), "tiers": tiers}
+    return {"actions": ", ".join(action_list(actions)), "tiers": tiers}
 
 
 def binpack_arguments(binpack):

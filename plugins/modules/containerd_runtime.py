@@ -18,8 +18,13 @@ description:
     C(containerd config default) of the installed containerd.
   - Everything else in the file is kept byte for byte, comments included. A second run changes nothing, unlike
     C(nvidia-ctk runtime configure), which rewrites the file each time.
-  - The candidate is checked with C(containerd --config <candidate> config dump) before it replaces the live file;
-    the previous file is kept as a backup.
+  - The candidate is checked with C(containerd --config <candidate> config dump) before it replaces the live file
+    (in check mode too), and so is the effective result, drop-ins under C(imports) included - the default runtime
+    must be O(runtime_name) and its binary O(binary_name); otherwise the module fails naming the imports. The
+    previous file is kept as a backup.
+  - The base runtime's binary name is never copied, in any capitalisation (containerd 2.x may read a lowercase
+    C(binaryName) as C(BinaryName)). A version-less or CRI-disabled file that holds more than the package's stub is
+    refused, naming the settings C(containerd config default) would lose.
   - Restarting containerd is left to the caller (role M(gpufleet.vgpu.container_runtime) does it in a handler
     that restores the backup when containerd does not come back).
 author:
@@ -165,20 +170,28 @@ def _run(module, args, what):
     return out
 
 
-def _validate(module, binary, text, directory):
-    """Reject a candidate that containerd itself cannot load; the live file is not touched."""
+def _validate(module, binary, text, directory, path, imports):
+    """Reject a candidate that containerd itself cannot load, or whose effective configuration (imports and drop-ins
+    merged, as containerd reads it) does not run the wanted runtime; the live file is not touched."""
+    params = module.params
+    # Next to the live file: containerd resolves relative imports from the config file's folder.
     fd, candidate = tempfile.mkstemp(prefix=".config.toml.candidate.", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         rc, out, err = module.run_command([binary, "--config", candidate, "config", "dump"])
-        if rc != 0:
-            module.fail_json(
-                msg="containerd rejected the new configuration, the live file is unchanged: %s" % (err or out).strip(),
-                candidate=text,
-            )
     finally:
         os.unlink(candidate)
+    if rc != 0:
+        # The candidate itself is not returned: config.toml may hold registry credentials.
+        module.fail_json(msg="containerd rejected the new configuration, the live file is unchanged: %s"
+                             % (err or out).strip())
+    problems = cc.effective_problems(out, params["runtime_name"], params["binary_name"], params["set_as_default"])
+    if problems:
+        module.fail_json(msg="%s: %s%s; the live file is unchanged" % (
+            path, "; ".join(problems),
+            " - a file imported by it (%s) overrides these settings: set them there or remove that drop-in"
+            % ", ".join(imports) if imports else ""))
 
 
 def main():
@@ -210,6 +223,9 @@ def main():
         containerd_version = cc.parse_containerd_version(_run(module, [binary, "--version"], "containerd --version"))
         cc.config_version_for(containerd_version)
         before = _read(path)
+        generated = cc.generated_by(before)
+        if generated:
+            module.fail_json(msg=cc.generated_file_message(path, *generated), generated_by=generated[0])
         reason = cc.base_replacement_reason(before)
         base = _run(module, [binary, "config", "default"], "containerd config default") if reason else before
         after, changes, version, imports = cc.apply(
@@ -237,17 +253,20 @@ def main():
         containerd_version=containerd_version,
         replaced_base=reason,
         imports=imports,
-        diff=dict(before=before or "", after=after, before_header=path, after_header=path),
+        # Registry credentials in config.toml must not reach the logs: the diff shows them redacted.
+        diff=dict(before=cc.redact(before), after=cc.redact(after), before_header=path, after_header=path),
     )
-    if imports:
-        module.warn("%s imports %s; settings there override the runtime settings of this file" % (path, imports))
+    directory = os.path.dirname(path) or "."
+    # Validated in check mode too (a temporary candidate, removed again), so that check mode predicts what a real run
+    # does; on a node without the folder yet there is nothing to import.
+    if os.path.isdir(directory):
+        _validate(module, binary, after, directory, path, imports)
     if not result["changed"] or module.check_mode:
         module.exit_json(**result)
 
-    directory = os.path.dirname(path) or "."
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o755)
-    _validate(module, binary, after, directory)
+        _validate(module, binary, after, directory, path, imports)
     if before is not None and params["backup"]:
         result["backup_file"] = module.backup_local(path)
     fd, tmp = tempfile.mkstemp(prefix=".config.toml.", dir=directory)

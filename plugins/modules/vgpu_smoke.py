@@ -23,7 +23,9 @@ description:
     against it.
   - C(gang) with one vGPU too few free, a Volcano Job with C(minAvailable) O(gang_size) binds no pod; freeing one
     vGPU lets all its pods run within O(timeout).
-  - The module never changes anything outside its namespace; it reports C(changed=false).
+  - The module never changes anything outside its namespace, except that it first deletes the namespaces of earlier
+    smoke runs that did not clean up (label C(gpufleet.io/smoke=true); their pods would hold vGPUs the fill check
+    counts as free). It reports C(changed) only then. Do not run two smoke tests against one cluster at once.
 author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
@@ -118,7 +120,10 @@ options:
       clusters where the proxy cannot reach the scheduler's pod, such as the local lab).
     type: str
   metrics_settle_seconds:
-    description: How long the scheduler's allocated-memory figures may take to match the pods.
+    description: >-
+      How long the metrics check may wait, first for every node holding smoke pods to have re-registered after the
+      running scheduler started (Volcano builds a node's devices, and their figures, only then), then for the
+      scheduler's allocated-memory figures to match the pods.
     type: int
     default: 90
   plugin_metrics_urls:
@@ -181,6 +186,11 @@ namespace:
   description: The namespace the checks ran in (removed at the end).
   returned: always
   type: str
+removed_leftovers:
+  description: Namespaces of earlier smoke runs that were still there and were deleted first.
+  returned: always
+  type: list
+  elements: str
 real_gpus:
   description: Whether the checks treated the GPU nodes as real.
   returned: always
@@ -244,7 +254,9 @@ def main():
     api = config.new_client_from_config(config_file=module.params["kubeconfig"], context=module.params["context"])
     run = smoke.Smoke(api, module.params)
     results = run.run()
-    module.exit_json(changed=False, results=results, namespace=run.namespace, real_gpus=run.real_gpus,
+    # Its own namespace comes and goes; removing an earlier run's leftovers is the one lasting change.
+    module.exit_json(changed=bool(run.removed_leftovers), removed_leftovers=run.removed_leftovers, results=results,
+                     namespace=run.namespace, real_gpus=run.real_gpus,
                      markdown=smoke.markdown(results, run.namespace),
                      failed_checks=[r["check"] for r in results if r["status"] == "failed"])
 

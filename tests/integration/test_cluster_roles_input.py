@@ -33,6 +33,15 @@ INVENTORY = {"all": {"children": {
      "vgpu_enable and gpu_number_enable cannot be combined"),
     ({"volcano_scheduler_actions": ["enqueue", "allocate", "teleport"]},
      "volcano_scheduler_actions: unknown action 'teleport'"),
+    ({"volcano_scheduler_actions": "enqueue, allocate, teleport"},
+     "volcano_scheduler_actions: unknown action 'teleport'"),
+    # deviceshare arguments as Volcano's docs write them, inside the tiers, contradicting the structured ones.
+    ({"volcano_scheduler_tiers": [{"plugins": [{"name": "gang"}, {"name": "predicates"}, {
+        "name": "deviceshare", "arguments": {"deviceshare.VGPUEnable": True, "deviceshare.GPUSharingEnable": True}}]}],
+      "volcano_deviceshare": {}},
+     "vgpu_enable and gpu_sharing_enable cannot be combined"),
+    ({"volcano_scheduler_tiers": [{"plugins": [{"name": "gang"}, {"name": "predicate"}]}]},
+     "unknown plugin 'predicate'"),
     ({"volcano_chart_version": ""}, "needs a pinned volcano_chart_version"),
     # A plugin after v1.12.0 writes no handshake, which Volcano 1.15.0 still waits for.
     ({"volcano_image_tag": "v1.15.0", "device_plugin_version": "v1.13.0"},

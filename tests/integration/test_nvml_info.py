@@ -107,10 +107,13 @@ def test_remapped_rows_and_mig_fields(fake_lib, tmp_path):
     dummy, inv, dummy2, dummy3 = run(fake_lib, tmp_path, "remapped-rows-pending", {"run_gpu_verify": False})
     assert [g["remapped_rows_pending"] for g in inv["gpus"]] == [False, True]
     assert inv["gpus"][0]["ecc_mode_current"] is True and inv["gpus"][0]["ecc_uncorrected_volatile"] == 0
-    dummy, inv, verdict, dummy3 = run(fake_lib, tmp_path, "mig-a100")
+    rc, inv, verdict, msgs = run(fake_lib, tmp_path, "mig-a100")
     assert (inv["gpus"][0]["mig_mode_current"], inv["gpus"][0]["mig_mode_pending"]) == (True, True)
     assert inv["gpus"][0]["memory_total_mib"] == 81920
-    assert verdict["ok"]
+    # The plugin's default hami-core mode splits whole GPUs: MIG must be off.
+    assert rc != 0 and "MIG mode is on, but the device plugin's mode needs it off" in msgs[-1]
+    rc, inv, verdict, msgs = run(fake_lib, tmp_path, "mig-a100", {"device_plugin_operating_mode": "mig"})
+    assert rc == 0 and verdict["ok"] and "MIG on for GPU 0" in verdict["line"]
 
 
 def test_not_supported_queries_are_null(fake_lib, tmp_path):

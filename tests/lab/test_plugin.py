@@ -2,8 +2,10 @@
 manager. What the device_plugin role predicts about it, and what the lab's stand-in for large fleets emulates, is
 checked here against the binary."""
 
+import datetime
 import json
 import pathlib
+import re
 import subprocess
 import time
 
@@ -16,6 +18,7 @@ from labkit import GPU_NODES, LAB_BIN, ROOT, allocatable, children, pod_logs, re
 
 RESOURCES = ("volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores")
 REGISTER = "volcano.sh/node-vgpu-register"
+HANDSHAKE = "volcano.sh/node-vgpu-handshake"
 
 
 def fixture_gpus(node):
@@ -29,8 +32,11 @@ def fixture_gpus(node):
 
 def registered(lab, node):
     found = client.CoreV1Api(lab["api"]).read_node(node)
-    entries = sorted(e for e in (found.metadata.annotations or {}).get(REGISTER, "").split(":") if e)
-    return entries, {r: (found.status.allocatable or {}).get(r) for r in RESOURCES}
+    annotations = found.metadata.annotations or {}
+    entries = sorted(e for e in annotations.get(REGISTER, "").split(":") if e)
+    # The handshake's time differs; its layout must not (the device_plugin role reads it).
+    handshake = re.sub(r"\d+", "9", annotations.get(HANDSHAKE, "missing"))
+    return entries, handshake, {r: (found.status.allocatable or {}).get(r) for r in RESOURCES}
 
 
 def set_device_config(lab, **changes):
@@ -71,7 +77,7 @@ def test_role_and_kubelet_agree_on_gpu_memory_factor_and_the_device_list_limit(p
                             "filter_uuid": [], "filter_index": []}
                 dummy, predicted = role_reading.registration(fixture_gpus(node), settings)
                 want = {r: str(v) for r, v in predicted.items()}
-                wait_for(lambda n=node, w=want: registered(plugin, n)[1] == w or registered(plugin, n)[1], 120,
+                wait_for(lambda n=node, w=want: registered(plugin, n)[2] == w or registered(plugin, n)[2], 120,
                          "%s registered with gpuMemoryFactor %d as the role predicts %s" % (node, factor, want))
             if factor == 1:
                 assert all(allocatable(plugin, n, "volcano.sh/vgpu-memory") == "0" for n in GPU_NODES)
@@ -146,6 +152,17 @@ def test_emulated_plugin_matches_the_real_one(plugin):
                                          {"data": {"config.json": json.dumps({"nodeconfig": []})}})
         restart_daemonset(plugin, stamp="twin-done")
         wait_for(lambda: all(allocatable(plugin, n) == "10" for n in GPU_NODES), 120, "both nodes back at split 2")
+
+
+def test_role_reads_the_real_plugins_handshake(plugin):
+    """device_plugin's wait compares the handshake time with the scheduler's start: it must parse what the binary
+    writes, as a time within the plugin's 30 s period of now."""
+    for node in GPU_NODES:
+        value = client.CoreV1Api(plugin["api"]).read_node(node).metadata.annotations[HANDSHAKE]
+        reported = role_reading.handshake_time(value)
+        assert reported is not None, value
+        age = (datetime.datetime.now(datetime.timezone.utc) - reported).total_seconds()
+        assert -5 < age < 45, (value, age)
 
 
 def test_lab_runs_the_plugin_version_the_role_deploys(plugin):

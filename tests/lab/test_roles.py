@@ -128,3 +128,69 @@ def test_plugins_before_1_12_get_one_daemonset_per_split(lab):
     assert [d.metadata.name for d in apps.list_namespaced_daemon_set(
         "kube-system", label_selector="gpufleet.io/component=device-plugin").items] == ["volcano-device-plugin"]
     assert [allocatable(lab, n) for n in GPU_NODES] == ["10", "10"]
+
+
+def helm_revisions(lab, release="volcano", namespace="volcano-system"):
+    """{revision: status} of a Helm release, from the Secrets Helm keeps it in."""
+    secrets = client.CoreV1Api(lab["api"]).list_namespaced_secret(
+        namespace, label_selector="owner=helm,name=%s" % release).items
+    return {int(s.metadata.labels["version"]): s.metadata.labels["status"] for s in secrets}
+
+
+def test_failed_volcano_upgrade_rolls_back(lab):
+    """An upgrade that fails half-way (the API server refuses the scheduler Deployment after the chart's ConfigMap
+    was updated) is rolled back: the release is deployed again and the scheduler keeps its configuration."""
+    rc, out, err = converge(lab)
+    assert rc == 0, failed_messages(out)
+    core = client.CoreV1Api(lab["api"])
+    conf_before = core.read_namespaced_config_map("volcano-scheduler-configmap", "volcano-system").data
+    last = max(helm_revisions(lab))
+    broken = json.dumps({"volcano_chart_values": {"custom": {"scheduler_replicas": -1}},
+                         "volcano_deviceshare": {"vgpu_enable": True, "schedule_policy": "spread"},
+                         "volcano_wait_timeout": 60})
+    try:
+        rc, out, err = converge(lab, "--tags", "volcano", "-e", broken)
+        assert rc != 0
+        revisions = helm_revisions(lab)
+        assert revisions[max(revisions)] == "deployed" and max(revisions) > last + 1, revisions
+        assert "failed" in [revisions[r] for r in revisions if r > last], revisions
+        assert core.read_namespaced_config_map("volcano-scheduler-configmap", "volcano-system").data == conf_before
+    finally:
+        rc, out, err = converge(lab)
+        assert rc == 0, failed_messages(out)
+
+
+def test_another_gpu_device_plugin_is_refused_unless_removal_is_asked_for(lab):
+    """NVIDIA's device plugin as a Helm release installs it: refused, naming the release and how to remove it; the
+    opt-in for unowned plugins still leaves an owned one alone; once nothing manages it, that opt-in removes it."""
+    apps = client.AppsV1Api(lab["api"])
+    labels = {"app.kubernetes.io/name": "nvidia-device-plugin"}
+    apps.create_namespaced_daemon_set("kube-system", {
+        "metadata": {"name": "nvdp", "labels": dict(labels, **{"app.kubernetes.io/managed-by": "Helm"}),
+                     "annotations": {"meta.helm.sh/release-name": "nvdp",
+                                     "meta.helm.sh/release-namespace": "kube-system"}},
+        "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+            "nodeSelector": {"gpufleet.io/no-such-node": "true"},
+            "containers": [{"name": "plugin", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"}]}}}})
+    try:
+        for action in ("refuse", "remove-unowned"):
+            rc, out, err = converge(lab, "--tags", "device_plugin", "-e", "device_plugin_conflicting_action=" + action)
+            messages = " ".join(failed_messages(out))
+            assert rc != 0 and "kube-system/nvdp (image nvcr.io/nvidia/k8s-device-plugin:v0.17.0" in messages, messages
+            assert "managed by Helm release nvdp (namespace kube-system)" in messages
+            assert "helm uninstall nvdp -n kube-system" in messages
+            assert apps.read_namespaced_daemon_set("nvdp", "kube-system").metadata.name == "nvdp"
+        apps.patch_namespaced_daemon_set("nvdp", "kube-system", [
+            {"op": "remove", "path": "/metadata/annotations"},
+            {"op": "remove", "path": "/metadata/labels/app.kubernetes.io~1managed-by"}])
+        rc, out, err = converge(lab, "--tags", "device_plugin", "-e", "device_plugin_conflicting_action=refuse")
+        assert rc != 0 and "applied by hand" in " ".join(failed_messages(out))
+        rc, out, err = converge(lab, "--tags", "device_plugin", "-e", "device_plugin_conflicting_action=remove-unowned")
+        assert rc == 0, failed_messages(out)
+        assert "nvdp" not in [d.metadata.name for d in apps.list_namespaced_daemon_set("kube-system").items]
+    finally:
+        try:
+            apps.delete_namespaced_daemon_set("nvdp", "kube-system")
+        except client.exceptions.ApiException as exc:
+            if exc.status != 404:
+                raise

@@ -7,7 +7,7 @@ import time
 from kubernetes import client
 
 from helpers import ROOT, failed_messages, run_playbook
-from labkit import wait_for
+from labkit import vgpu_pod_spec, wait_for
 
 PLAYBOOK = ROOT / "playbooks" / "site.yml"
 INVENTORY = str(ROOT / "inventories" / "lab")
@@ -48,10 +48,21 @@ def test_site_end_to_end_then_no_change_outside_the_smoke_test(lab, tmp_path):
                 for res in task["hosts"].values()]
     assert len(verdicts) == 2
 
+    # A smoke run killed before its cleanup leaves its namespace and a pod holding a vGPU; the next run removes it
+    # first (and says so), rather than counting that vGPU as taken by someone else.
+    core = client.CoreV1Api(lab["api"])
+    core.create_namespace({"metadata": {"name": "gpufleet-smoke-killed", "labels": {"gpufleet.io/smoke": "true"}}})
+    core.create_namespaced_pod("gpufleet-smoke-killed", {"metadata": {"name": "fill-0"}, "spec": vgpu_pod_spec()})
+    wait_for(lambda: bool(core.read_namespaced_pod("fill-0", "gpufleet-smoke-killed").spec.node_name), 60,
+             "the leftover pod bound")
     rc, out, err = site(lab, tmp_path / "second")
     assert rc == 0, (failed_messages(out), err[-3000:])
     outside = [(host, name) for host, name in changed_tasks(out) if not name.startswith("gpufleet.vgpu.smoke_test :")]
     assert outside == [], outside
+    smoke = [result for play in out["plays"] for task in play["tasks"] for result in task["hosts"].values()
+             if "removed_leftovers" in result]
+    assert [r["removed_leftovers"] for r in smoke] == [["gpufleet-smoke-killed"]] and smoke[0]["changed"], smoke
+    assert "gpufleet-smoke-killed" not in [n.metadata.name for n in core.list_namespace().items]
 
 
 NODE_ROLES = ("node_python", "nvidia_driver", "container_runtime")

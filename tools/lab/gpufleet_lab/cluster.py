@@ -231,8 +231,12 @@ def up(args):  # pylint: disable=too-many-locals
 def down(_args):
     state = read_json(LAB / "state.json")
     if not state:
+        # A half-removed lab (an earlier 'down' that failed) has no state left: stop whatever still runs from its
+        # folder, then remove it.
+        for pid in procs.running_from(LAB):
+            procs.stop_process("leftover process", pid)
         if LAB.exists():
-            shutil.rmtree(LAB, ignore_errors=True)
+            remove_tree(LAB)
         log("nothing to stop")
         return
     pids = dict(state.get("pids", {}))
@@ -251,7 +255,26 @@ def down(_args):
         for path in NETNS.iterdir():
             netns.remove(path)
         shutil.rmtree(NETNS.parent, ignore_errors=True)
-    shutil.rmtree(LAB)
+    remove_tree(LAB)
+
+
+def remove_tree(path, attempts=5):
+    """rmtree that finishes: a file vanishing under it (a process of the lab still exiting) is retried, and what
+    still cannot be removed is named instead of a traceback, so a second 'down' can clean up."""
+    for attempt in range(attempts):
+        try:
+            shutil.rmtree(path)
+            return
+        except FileNotFoundError:
+            if not path.exists():
+                return
+        except OSError as exc:
+            if attempt == attempts - 1:
+                raise SystemExit("could not remove %s (%s); run 'lab.py down' again" % (path, exc)) from exc
+        time.sleep(1)
+    shutil.rmtree(path, ignore_errors=True)
+    if path.exists():
+        raise SystemExit("could not remove %s; run 'lab.py down' again" % path)
 
 
 def status(_args):

@@ -23,6 +23,7 @@ Pods bound to these nodes that ask for vGPUs are admitted (lab.gpufleet.io/admit
 them on host nodes; Allocate itself is not emulated.
 """
 
+import datetime
 import json
 import time
 import zlib
@@ -39,6 +40,16 @@ HANDSHAKE = "volcano.sh/node-vgpu-handshake"
 RESOURCES = ("volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores")
 GRPC_MAX_MESSAGE = 4 * 1024 * 1024
 REGISTER_PERIOD = 30.0
+STARTED = time.monotonic()
+
+
+def go_time_string():
+    """Now as Go's time.Now().String() writes it, as the plugin does (pkg/plugin/register.go):
+    '2026-12-01 15:27:15.123456789 +0000 UTC m=+12.345678901'."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    fraction = ("%06d" % now.microsecond).rstrip("0")  # Go's .999999999 layout drops trailing zeros
+    clock = now.strftime("%Y-%m-%d %H:%M:%S") + ("." + fraction if fraction else "")
+    return "%s +0000 UTC m=+%.9f" % (clock, time.monotonic() - STARTED)
 
 
 def node_gpus(node_name, spec):
@@ -188,7 +199,7 @@ class Emulator:
             if (node.metadata.annotations.get(REGISTER) != value
                     or now - self.registered.get(node_name, 0) >= REGISTER_PERIOD):
                 self.core.patch_node(node_name, {"metadata": {"annotations": {
-                    REGISTER: value, HANDSHAKE: "Reported " + time.strftime("%Y-%m-%d %H:%M:%S")}}})
+                    REGISTER: value, HANDSHAKE: "Reported " + go_time_string()}}})
                 self.registered[node_name] = now
         self.admit(emulated)
 

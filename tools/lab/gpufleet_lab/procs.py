@@ -61,6 +61,46 @@ def ours(pid, started=None):
     return any(mark in cmdline for mark in (str(LAB), "gpufleet_lab", "lab.py", str(BIN)))
 
 
+def running_from(folder):
+    """PIDs of processes (not this one) whose command line names a path inside `folder`."""
+    mark = str(folder).rstrip("/") + "/"
+    found = []
+    for entry in pathlib.Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if mark in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def stop_process(name, pid, grace=5.0):
+    """SIGTERM to one process (not its group), SIGKILL after `grace` seconds; waits until it is gone."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.time() + wait
+        while time.time() < deadline and _running(pid):
+            time.sleep(0.1)
+        if not _running(pid):
+            break
+    log("stopped %s (pid %d)" % (name, pid))
+
+
+def _running(pid):
+    """Alive and not a zombie (a zombie has exited; only its parent's wait is missing)."""
+    try:
+        stat = pathlib.Path("/proc/%d/stat" % pid).read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
 def stop(name, pid, grace=5.0, started=None, owned=False):
     """SIGTERM to the process group a lab process leads, SIGKILL after `grace` seconds; waits until the group is
     gone, so nothing of it writes to the lab's files afterwards. owned: the caller holds the unreaped process, so

@@ -25,6 +25,7 @@ CONFIGS = [
     ("containerd-1.7-default.toml", 2, False, []),
     ("containerd-2.1-default.toml", 3, False, []),
     ("kubespray-v3.toml", 3, True, []),
+    ("kubespray-binaryname-lowercase-v3.toml", 3, True, []),
     ("nvidia-ctk-edited-1.6.toml", 2, False, []),
     ("imports-dropin-v2.toml", 2, True, []),
     ("user-comments-extra-runtimes-v2.toml", 2, True, ["kata", "runsc"]),
@@ -107,6 +108,35 @@ def test_inheritance_follows_runc():
     assert any("SystemdCgroup" in c for c in changes)
 
 
+def binary_names(options):
+    return {k: v for k, v in options.items() if k.lower() == "binaryname"}
+
+
+def test_base_runtimes_lowercase_binary_name_is_not_carried():
+    """containerd 2.x may decode a copied 'binaryName = /usr/local/bin/runc' as the nvidia runtime's BinaryName."""
+    after, dummy, dummy2, dummy3 = cc.apply(load("kubespray-binaryname-lowercase-v3.toml"))
+    runtimes = tomlkit.parse(after)["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]["runtimes"]
+    assert binary_names(runtimes["nvidia"]["options"]) == {"BinaryName": "/usr/bin/nvidia-container-runtime"}
+    assert binary_names(runtimes["runc"]["options"]) == {"binaryName": "/usr/local/bin/runc"}
+
+
+def test_a_stray_binary_name_in_the_nvidia_runtime_is_removed():
+    before = load("kubespray-v3.toml").replace(
+        '            BinaryName = "/usr/local/bin/runc"\n',
+        '            BinaryName = "/usr/local/bin/runc"\n'
+        '        [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia]\n'
+        '          runtime_type = "io.containerd.runc.v2"\n'
+        '          [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia.options]\n'
+        '            binaryName = "/usr/local/bin/runc"\n'
+        '            BinaryName = "/usr/bin/nvidia-container-runtime"\n', 1)
+    assert "runtimes.nvidia.options]" in before
+    after, changes, dummy, dummy2 = cc.apply(before)
+    nvidia = tomlkit.parse(after)["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]["runtimes"]["nvidia"]
+    assert binary_names(nvidia["options"]) == {"BinaryName": "/usr/bin/nvidia-container-runtime"}
+    assert any("removed" in c and "binaryName" in c for c in changes), changes
+    assert cc.apply(after)[1] == []
+
+
 def test_runtime_options_win():
     after, dummy, dummy2, dummy3 = cc.apply(load("kubespray-v3.toml"), runtime_options={"SystemdCgroup": False})
     nvidia = tomlkit.parse(after)["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]["runtimes"]["nvidia"]
@@ -130,6 +160,20 @@ def test_runtime_options_win():
 def test_base_replacement_reason(text, reason):
     got = cc.base_replacement_reason(text)
     assert (got is None) if reason is None else got.startswith(reason)
+
+
+@pytest.mark.parametrize(("text", "named"), [
+    (load("versionless-kata-v1.toml"), ["root", "plugins.cri.containerd.runtimes.kata.runtime_type",
+                                        'plugins.cri.registry.mirrors."docker.io".endpoint']),
+    ('version = 2\ndisabled_plugins = ["cri"]\n[plugins."io.containerd.runtime.v1.linux"]\n  shim_debug = true\n',
+     ['plugins."io.containerd.runtime.v1.linux".shim_debug']),
+])
+def test_replacing_a_file_that_says_more_is_refused_naming_what_would_be_lost(text, named):
+    with pytest.raises(cc.ConfigError) as caught:
+        cc.base_replacement_reason(text)
+    for path in named:
+        assert path in str(caught.value)
+    assert "containerd config migrate" in str(caught.value)
 
 
 @pytest.mark.parametrize(
@@ -170,3 +214,69 @@ def test_runtime_settings():
     assert changes == []
     with pytest.raises(cc.ConfigError, match="must not set"):
         cc.apply(after, runtime_settings={"options": {}})
+
+
+# Shapes of 'containerd config dump' (1.7: grpc.v1.cri; 2.x: cri.v1.runtime), drop-ins merged.
+DUMP_17 = """version = 2
+[plugins."io.containerd.grpc.v1.cri".containerd]
+  default_runtime_name = "%s"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+    BinaryName = "/usr/bin/nvidia-container-runtime"
+"""
+DUMP_2X = """version = 3
+[plugins.'io.containerd.cri.v1.runtime'.containerd]
+  default_runtime_name = 'nvidia'
+  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia.options]
+    %s
+"""
+
+
+@pytest.mark.parametrize(("dump", "set_as_default", "problem"), [
+    (DUMP_17 % "nvidia", True, None),
+    (DUMP_17 % "runc", False, None),
+    # nvidia-ctk's conf.d drop-in (or any import) putting the default back.
+    (DUMP_17 % "runc", True, "the effective default_runtime_name is 'runc', not 'nvidia'"),
+    (DUMP_2X % "BinaryName = '/usr/bin/nvidia-container-runtime'", True, None),
+    (DUMP_2X % "BinaryName = '/usr/bin/nvidia-container-runtime'\n    binaryName = '/usr/local/bin/runc'", True,
+     "effectively runs BinaryName = /usr/bin/nvidia-container-runtime, binaryName = /usr/local/bin/runc"),
+    (DUMP_2X % "SystemdCgroup = true", True, "runc's default binary (no BinaryName)"),
+    ('version = 3\n[plugins."io.containerd.cri.v1.images"]\n', True, "the CRI plugin has no runtime settings"),
+    ('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\ndefault_runtime_name = "nvidia"\n', True,
+     "no runtime 'nvidia'"),
+    ("version = [", True, "cannot read 'containerd config dump'"),
+])
+def test_effective_problems(dump, set_as_default, problem):
+    problems = cc.effective_problems(dump, set_as_default=set_as_default)
+    if problem is None:
+        assert problems == []
+    else:
+        assert any(problem in p for p in problems), problems
+
+
+def test_credentials_are_redacted_for_diffs():
+    text = load("kubespray-v3.toml") + (
+        '  [plugins."io.containerd.cri.v1.images".registry.configs."registry.example.internal".auth]\n'
+        '    username = "robot"\n'
+        '    password = "s3cr3t"\n'
+        "    auth = 'cm9ib3Q6czNjcjN0'\n"
+        '    identitytoken = "eyJhbGciOi"\n')
+    shown = cc.redact(text)
+    for secret in ("s3cr3t", "cm9ib3Q6czNjcjN0", "eyJhbGciOi"):
+        assert secret not in shown
+    assert 'username = "robot"' in shown and 'password = "<redacted>"' in shown
+    assert cc.redact(load("kubespray-v3.toml")) == load("kubespray-v3.toml")
+
+
+@pytest.mark.parametrize(("name", "program", "template"), [
+    ("k3s-generated-v2.toml", "k3s", "config.toml.tmpl"),
+    ("rke2-generated-v3.toml", "rke2", "config-v3.toml.tmpl"),
+    ("kubespray-v3.toml", None, None),
+    ("user-comments-extra-runtimes-v2.toml", None, None),
+])
+def test_files_regenerated_by_k3s_and_rke2_are_recognised(name, program, template):
+    found = cc.generated_by(load(name))
+    assert found == ((program, template) if program else None)
+    if found:
+        message = cc.generated_file_message("/var/lib/rancher/%s/agent/etc/containerd/config.toml" % program, *found)
+        assert "lost at the next restart" in message and "default-runtime: nvidia" in message
+        assert "/etc/rancher/%s/config.yaml" % program in message

@@ -121,3 +121,64 @@ def test_fleet_summary():
     assert summary["lines"][0] == "fleet: 1 node(s) OK, 1 failed"
     assert summary["lines"][1].startswith("  rig02: 1 GPU(s) visible, inventory expects 5")
     assert summary["lines"][2].startswith("  rig01: warning: GPU 0")
+
+
+# Faults as nvidia-smi shows them on real nodes: "[Unknown Error]" / "[GPU requires reset]" / timeouts in single
+# fields of one GPU, the rest of the card answering.
+@pytest.mark.parametrize(("errors", "wanted"), [
+    ({"memory": "TIMEOUT"}, "GPU 2 (00000000:03:00.0): NVML TIMEOUT reading memory — the GPU did not answer"),
+    ({"pci": "UNKNOWN", "name": "UNKNOWN"}, "GPU 2: NVML UNKNOWN reading name, pci — the GPU answered an NVML query "
+                                            "with an unknown error"),
+    ({"temperature": "NO_PERMISSION"}, "NVML NO_PERMISSION reading temperature"),
+])
+def test_a_query_error_fails_naming_the_gpu_and_the_error(errors, wanted):
+    unread = {"memory": "memory_total_mib", "name": "name", "pci": "pci_bus_id", "temperature": "temperature_c"}
+    broken = gpu(2, query_errors=errors, **{unread[field]: None for field in errors})
+    verdict = evaluate("rig01", inv(gpu(0), gpu(1), broken), {"model_pattern": "RTX 4090", "min_memory_mib": 24000})
+    assert not verdict["ok"]
+    assert any(wanted in f for f in verdict["failures"]), verdict["failures"]
+    # No misleading follow-ups from a field that could not be read.
+    assert not any("None MiB" in f or "model ''" in f for f in verdict["failures"]), verdict["failures"]
+
+
+def test_a_per_gpu_unknown_error_is_worded_for_the_gpu_with_its_index():
+    found = diagnose(999, gpu_index=3)
+    assert "unknown error (a hung or failing GPU)" in found["cause"] and "-i 3" in found["next_step"]
+    assert "userspace" in diagnose(999)["cause"]   # NVML's init failure keeps its own wording
+
+
+@pytest.mark.parametrize(("driver", "branch", "ok"), [
+    ("570.133.20", "570", True),
+    ("550.144.03", "570", False),
+    ("570.133.20", "", True),
+])
+def test_driver_branch(driver, branch, ok):
+    verdict = evaluate("rig01", inv(gpu(0), driver=driver), {"driver_branch": branch})
+    assert verdict["ok"] is ok
+    if not ok:
+        assert "driver 550.144.03 is loaded, but the inventory expects branch 570" in verdict["failures"][0]
+
+
+@pytest.mark.parametrize(("mig", "mode", "fragment"), [
+    (True, "off", "MIG mode is on, but the device plugin's mode needs it off"),
+    (False, "on", "MIG mode is off, but the device plugin's mig mode needs it on"),
+    (True, "on", None),
+    (None, "off", None),     # GeForce: no MIG, never judged on it
+    (True, "", None),
+])
+def test_mig_mode(mig, mode, fragment):
+    verdict = evaluate("rig01", inv(gpu(0, mig_mode_current=mig, mig_mode_pending=mig)), {"mig_mode": mode})
+    if fragment is None:
+        assert verdict["ok"], verdict
+        assert ("MIG on for GPU 0" in verdict["line"]) is bool(mig)
+    else:
+        assert not verdict["ok"] and fragment in verdict["failures"][0]
+
+
+@pytest.mark.parametrize(("expect", "fragment"), [
+    ({"driver_branch": "570.1"}, "driver_branch must be a driver branch such as '570'"),
+    ({"mig_mode": "maybe"}, "mig_mode must be one of on, off"),
+])
+def test_validate_new_expectations(expect, fragment):
+    errors = validate_expect(expect)
+    assert len(errors) == 1 and fragment in errors[0], errors

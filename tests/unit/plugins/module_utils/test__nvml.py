@@ -34,3 +34,45 @@ def test_error_names_agree_with_the_binding():
 
 def test_device_fatal_codes_are_known():
     assert _nvml.DEVICE_FATAL <= set(_nvml.ERROR_NAMES)
+
+
+class FakeNvml:
+    """Just enough of pynvml for collect(): one GPU whose memory query reports it lost (Xid 79 mid-run)."""
+
+    NVMLError = pynvml.NVMLError
+    NVML_TEMPERATURE_GPU = 0
+
+    def __getattr__(self, name):
+        def unsupported(*args):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return unsupported
+
+    @staticmethod
+    def nvmlInit():
+        return None
+
+    @staticmethod
+    def nvmlShutdown():
+        return None
+
+    @staticmethod
+    def nvmlDeviceGetCount():
+        return 1
+
+    @staticmethod
+    def nvmlDeviceGetHandleByIndex(index):
+        return index
+
+    @staticmethod
+    def nvmlDeviceGetPciInfo(handle):
+        return type("Pci", (), {"busId": b"00000000:41:00.0"})()
+
+    @staticmethod
+    def nvmlDeviceGetMemoryInfo(handle):
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+
+
+def test_a_gpu_lost_mid_query_keeps_its_bus_id():
+    found = _nvml.collect(FakeNvml())
+    gpu = found["gpus"][0]
+    assert gpu["diagnosis"]["error"] == "GPU_IS_LOST" and gpu["pci_bus_id"] == "00000000:41:00.0"

@@ -232,3 +232,48 @@ def test_after_a_scheduler_restart_a_node_counts_only_once_it_re_registered():
     assert vp.check_registration(node("Reported 2026-12-01 11:05:31.2 +0000 UTC"), expected, pods)["ok"]
     assert vp.check_registration(node("Reported 2026-12-01 11:05:05.1 +0000 UTC"), expected)["ok"]   # no check
     assert vp.check_registration(node("Reported 2026-12-01 11:05:05.1 +0000 UTC"), expected, [])["ok"]  # no pod
+
+
+@pytest.mark.parametrize("reported, due", [
+    ("Reported 2026-12-01 11:05:10.000001 +0000 UTC m=+0.1", None),      # just after the first session's margin
+    ("Reported 2026-12-01 11:05:09.9 +0000 UTC m=+0.1", "11:05:10"),     # before it: the scheduler may not see it
+    ("Reported 2026-12-01 12:05:20 +0100 CET", None),                    # another zone, same instant + 20 s
+    ("Reported 2026-12-01 11:05:20", "11:05:10"),                        # no zone: not what the plugin writes
+    (None, "11:05:10"),
+])
+def test_registration_due(reported, due):
+    started = vp.scheduler_start_time([scheduler_pod("2026-12-01T11:05:00Z")])
+    node = {"metadata": {"name": "rig01", "annotations": {vp.HANDSHAKE: reported} if reported else {}}}
+    got = vp.registration_due(node, started)
+    assert (got.strftime("%H:%M:%S") if got else None) == due
+
+
+def plugin_ds(**meta):
+    return {"metadata": dict({"namespace": "gpu-operator", "name": "nvidia-device-plugin-daemonset"}, **meta),
+            "spec": {"template": {"spec": {"containers": [{"image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"}]}}}}
+
+
+# Metadata as each manager writes it on the DaemonSets it owns.
+@pytest.mark.parametrize("daemonset, owner, remedy", [
+    (plugin_ds(ownerReferences=[{"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "name": "cluster-policy",
+                                 "controller": True}]),
+     "NVIDIA GPU Operator (ClusterPolicy cluster-policy)", "devicePlugin.enabled=false"),
+    (plugin_ds(labels={"app.kubernetes.io/managed-by": "Helm"},
+               annotations={"meta.helm.sh/release-name": "nvdp", "meta.helm.sh/release-namespace": "nvidia"}),
+     "Helm release nvdp (namespace nvidia)", "helm uninstall nvdp -n nvidia"),
+    (plugin_ds(labels={"argocd.argoproj.io/instance": "gpu-stack"}), "Argo CD application gpu-stack",
+     "application's source"),
+    (plugin_ds(annotations={"argocd.argoproj.io/tracking-id": "gpu-stack:apps/DaemonSet:kube-system/nvdp"}),
+     "Argo CD application gpu-stack", "application's source"),
+    (plugin_ds(labels={"kustomize.toolkit.fluxcd.io/name": "infra"}), "Flux Kustomization infra", "source"),
+    (plugin_ds(ownerReferences=[{"apiVersion": "example.com/v1", "kind": "GpuStack", "name": "s", "controller": True}]),
+     "GpuStack s", "switch off its device plugin in that GpuStack"),
+    (plugin_ds(), None, None),                                                   # kubectl create -f, by hand
+])
+def test_who_manages_a_conflicting_plugin(daemonset, owner, remedy):
+    found = vp.conflicting_daemonsets([daemonset], [], "k8s-device-plugin")
+    assert len(found) == 1
+    if owner is None:
+        assert found[0]["owner"] is None
+    else:
+        assert found[0]["owner"]["owner"] == owner and remedy in found[0]["owner"]["remedy"]

@@ -67,6 +67,80 @@ def test_validate(actions, tiers, deviceshare, binpack, message):
     assert any(message in e for e in errors), errors
 
 
+# Tiers as Volcano's docs and issue threads write them: deviceshare arguments inside the tier.
+DOC_TIERS = [{"plugins": [{"name": "priority"}, {"name": "gang"}]},
+             {"plugins": [{"name": "predicates"},
+                          {"name": "deviceshare", "arguments": {"deviceshare.VGPUEnable": True,
+                                                                "deviceshare.SchedulePolicy": "spread"}}]}]
+
+
+@pytest.mark.parametrize("actions, tiers, deviceshare, message", [
+    # Every character of a comma string used to be read as an action.
+    ("enqueue, allocate, teleport", vc.DEFAULT_TIERS, {}, "unknown action 'teleport'"),
+    ("enqueue,,allocate", vc.DEFAULT_TIERS, {}, "unknown action ''"),
+    (7, vc.DEFAULT_TIERS, {}, "must be a list or a comma-separated string"),
+    (ACTIONS, [{"plugins": [{"name": "gang"}, {"name": "predicate"}]}], {}, "unknown plugin 'predicate'"),
+    # Tier arguments are checked like the structured ones ...
+    (ACTIONS, [{"plugins": [{"name": "predicates"}, {"name": "deviceshare", "arguments": {
+        "deviceshare.VGPUEnable": True, "deviceshare.GPUSharingEnable": True}}]}], {},
+     "vgpu_enable and gpu_sharing_enable cannot be combined"),
+    (ACTIONS, [{"plugins": [{"name": "deviceshare", "arguments": {"deviceshare.VGPUEnable": "yes"}}]}], {},
+     "vgpu_enable must be true or false, got 'yes'"),
+    (ACTIONS, [{"plugins": [{"name": "deviceshare", "arguments": {"deviceshare.ScheduleWeight": "10"}}]}], {},
+     "schedule_weight must be an integer >= 0, got '10'"),
+    (ACTIONS, [{"plugins": [{"name": "deviceshare", "arguments": {"deviceshare.VgpuEnable": True}}]}], {},
+     "deviceshare argument 'deviceshare.VgpuEnable' is unknown"),
+    (ACTIONS, [{"plugins": [{"name": "deviceshare", "arguments": ["deviceshare.VGPUEnable"]}]}], {},
+     "deviceshare's arguments must be a mapping"),
+    # ... with the structured ones: a tier argument combined with a structured flag, or contradicting it.
+    (ACTIONS, [{"plugins": [{"name": "predicates"}, {"name": "deviceshare", "arguments": {
+        "deviceshare.GPUSharingEnable": True}}]}], {"vgpu_enable": True},
+     "vgpu_enable and gpu_sharing_enable cannot be combined"),
+    (ACTIONS, DOC_TIERS, {"vgpu_enable": True, "schedule_policy": "binpack"},
+     "deviceshare.SchedulePolicy is 'spread' in volcano_scheduler_tiers but 'binpack' in "
+     "volcano_deviceshare.schedule_policy"),
+])
+def test_validate_real_world_shapes(actions, tiers, deviceshare, message):
+    errors = vc.validate(actions, tiers, deviceshare)
+    assert any(message in e for e in errors), errors
+
+
+def test_comma_string_actions_as_volcano_writes_them():
+    assert vc.validate("enqueue, allocate, backfill", vc.DEFAULT_TIERS, {"vgpu_enable": True}) == []
+    conf = vc.scheduler_conf("enqueue,allocate , backfill", vc.DEFAULT_TIERS, {"vgpu_enable": True})
+    assert conf["actions"] == "enqueue, allocate, backfill"
+
+
+@pytest.mark.parametrize("action", ["gangpreempt", "gangreclaim", "preempt", "reclaim", "shuffle"])
+def test_actions_of_the_pinned_volcano_are_accepted(action):
+    assert vc.validate(ACTIONS + [action], vc.DEFAULT_TIERS, {}) == []
+
+
+def test_custom_plugins_are_accepted_when_declared():
+    tiers = [{"plugins": [{"name": "gang"}, {"name": "my-topology"}]}]
+    assert any("unknown plugin 'my-topology'" in e for e in vc.validate(ACTIONS, tiers, {}))
+    assert vc.validate(ACTIONS, tiers, {}, custom_plugins=["my-topology"]) == []
+
+
+def test_deviceshare_arguments_in_tiers_are_kept_without_structured_settings():
+    """Volcano's documented form, with volcano_deviceshare empty: deviceshare used to be dropped."""
+    assert vc.validate(ACTIONS, DOC_TIERS, {}) == []
+    conf = vc.scheduler_conf(ACTIONS, DOC_TIERS, {})
+    assert plugin(conf, "deviceshare")["arguments"] == {"deviceshare.VGPUEnable": True,
+                                                        "deviceshare.SchedulePolicy": "spread"}
+
+
+def test_deviceshare_arguments_in_tiers_merge_with_structured_settings():
+    tiers = [{"plugins": [{"name": "predicates"}, {"name": "deviceshare", "arguments": {
+        "deviceshare.VGPUEnable": "true", "deviceshare.NodeLockEnable": "false"}}]}]
+    deviceshare = {"vgpu_enable": True, "schedule_policy": "binpack", "schedule_weight": 10}
+    assert vc.validate(ACTIONS, tiers, deviceshare) == []
+    conf = vc.scheduler_conf(ACTIONS, tiers, deviceshare)
+    assert plugin(conf, "deviceshare")["arguments"] == {
+        "deviceshare.VGPUEnable": True, "deviceshare.NodeLockEnable": False, "deviceshare.SchedulePolicy": "binpack",
+        "deviceshare.ScheduleWeight": 10}
+
+
 def test_validate_accepts_the_defaults():
     assert vc.validate(ACTIONS, vc.DEFAULT_TIERS, {"vgpu_enable": True, "schedule_policy": "spread",
                                                    "schedule_weight": 10}) == []
