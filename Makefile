@@ -75,7 +75,18 @@ build: bootstrap ## Build the collection tarball
 changelog: bootstrap ## Render CHANGELOG.rst from changelogs/fragments
 	antsibull-changelog lint && antsibull-changelog generate
 
-site: deps bootstrap images repos ## The main job: the local lab (if not up) and playbooks/site.yml end to end, then the report
+# The lab's Go builds (CPU) run while the test-host images and repositories are built (network and disk): on a fresh
+# machine that saves the image time. Its progress lines ([lab-build] ..., each with its time) show as they come; the
+# full log is kept and printed when a build fails.
+define lab_build_with_images
+	mkdir -p $(GPUFLEET_CACHE)
+	( set -o pipefail; tools/lab/build.sh 2>&1 | tee $(GPUFLEET_CACHE)/lab-build.log | grep --line-buffered '^\[lab-build\]' ) & build=$$!; \
+	$(MAKE) --no-print-directory images repos; rc=$$?; \
+	if ! wait $$build; then tail -n 80 $(GPUFLEET_CACHE)/lab-build.log; exit 1; fi; exit $$rc
+endef
+
+site: deps bootstrap ## The main job: the local lab (if not up) and playbooks/site.yml end to end, then the report
+	$(lab_build_with_images)
 	python tools/lab/lab.py status >/dev/null 2>&1 || { python tools/lab/lab.py down && python tools/lab/lab.py up; }
 	GPUFLEET_REPORT_DIR=$(CURDIR)/gpufleet-report ansible-playbook -i inventories/lab playbooks/site.yml
 	@cat gpufleet-report/report.md
@@ -101,14 +112,8 @@ lab-test: bootstrap images repos ## End-to-end tests on a lab of their own: lab,
 lab-gang: bootstrap images repos ## Only the gang test on the lab's Volcano
 	pytest tests/lab/test_gang.py
 
-# The lab's Go builds (CPU) run while the test-host images are built (network and disk): on a fresh machine that
-# saves the image time; the benchmarks themselves start only when both are done.
 bench: deps bootstrap ## Benchmarks B1-B3 (raw JSON in bench-results/, tables in docs/benchmarks.md)
-	mkdir -p $(GPUFLEET_CACHE)
-	tools/lab/build.sh > $(GPUFLEET_CACHE)/bench-lab-build.log 2>&1 & build=$$!; \
-	$(MAKE) --no-print-directory images repos; rc=$$?; \
-	if ! wait $$build; then cat $(GPUFLEET_CACHE)/bench-lab-build.log; exit 1; fi; \
-	grep -h '^\[lab-build\]' $(GPUFLEET_CACHE)/bench-lab-build.log || true; exit $$rc
+	$(lab_build_with_images)
 	python tools/bench/bench.py $(BENCH_ARGS)
 
 clean: ## Remove build outputs (keeps the images, repositories and lab binaries cached in GPUFLEET_CACHE, default /var/cache/gpufleet)

@@ -58,6 +58,10 @@ def vgpu_conflicting_daemonsets(daemonsets, listed, image_pattern):
     return vp.conflicting_daemonsets(daemonsets, listed, image_pattern)
 
 
+def vgpu_node_names(hosts, hostvars):
+    return vp.node_names(hosts, hostvars)
+
+
 def vgpu_version_compatibility(volcano_version, plugin):
     return _compat.check(volcano_version, plugin)
 
@@ -68,4 +72,4 @@ class FilterModule:
     def filters(self):
         return {"vgpu_plugin_plan": vgpu_plugin_plan, "vgpu_registration_check": vgpu_registration_check,
                 "vgpu_conflicting_daemonsets": vgpu_conflicting_daemonsets,
-                "vgpu_version_compatibility": vgpu_version_compatibility}
+                "vgpu_version_compatibility": vgpu_version_compatibility, "vgpu_node_names": vgpu_node_names}

@@ -83,6 +83,32 @@ def compare_allocated_memory(metric, pods, smoke_names):
     return problems, len(set(per_card) - foreign)
 
 
+def fill_scope(free_by_node, max_pods):
+    """The nodes the fill check fills: every node under test with a free vGPU, in name order, as long as their free
+    vGPUs together stay within `max_pods` (one pod per vGPU; a fleet of 1000 nodes is not filled at once).
+
+    free_by_node: {node: free vGPUs} of the nodes under test. Returns (nodes, pods, left out: [node])."""
+    chosen, total, left_out = [], 0, []
+    for name in sorted(free_by_node):
+        free = free_by_node[name]
+        if free < 1:
+            continue
+        if total + free > max_pods:
+            left_out.append(name)
+            continue
+        chosen.append(name)
+        total += free
+    return chosen, total, left_out
+
+
+def node_affinity(nodes):
+    """Pod affinity that keeps a smoke pod on the nodes under test (None: anywhere)."""
+    if not nodes:
+        return None
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": sorted(nodes)}]}]}}}
+
+
 class Smoke:  # pylint: disable=too-many-instance-attributes
     """One smoke run. `params` are the module's options."""
 
@@ -96,6 +122,8 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
         self.real_gpus = None
         self.smoke_pods = set()
         self.removed_leftovers = []
+        # The nodes under test (set by run()): every smoke pod is kept on them, and only their vGPUs count as free.
+        self.scope = []
 
     # --- helpers ---
 
@@ -109,13 +137,16 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
             time.sleep(interval)
         return False, last
 
-    def pod_spec(self, memory_units, scheduler=True):
+    def pod_spec(self, memory_units, scheduler=True, nodes=None):
         limits = {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": str(memory_units)}
         spec = {"containers": [{"name": "cuda", "image": self.params["image"],
                                 "command": list(self.params["command"]), "resources": {"limits": limits}}],
                 "restartPolicy": "Always", "terminationGracePeriodSeconds": 0}
         if scheduler:
             spec["schedulerName"] = self.params["scheduler_name"]
+        affinity = node_affinity(nodes or self.scope)
+        if affinity:
+            spec["affinity"] = affinity
         return spec
 
     def create_pod(self, name, memory_units, **kw):
@@ -127,18 +158,24 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
         return self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
 
     def gpu_nodes(self):
+        """The nodes under test that register vGPUs (all such nodes when no scope is set yet)."""
         nodes = [n for n in self.core.list_node().items
-                 if int((n.status.allocatable or {}).get("volcano.sh/vgpu-number", "0") or 0) > 0]
+                 if int((n.status.allocatable or {}).get("volcano.sh/vgpu-number", "0") or 0) > 0
+                 and (not self.scope or n.metadata.name in self.scope)]
         return nodes
 
-    def free_vgpus(self):
-        """Allocatable vGPUs minus those held by live pods (from the scheduler's allocation annotations)."""
-        total = sum(int(n.status.allocatable["volcano.sh/vgpu-number"]) for n in self.gpu_nodes())
-        held = 0
+    def free_by_node(self):
+        """{node under test: allocatable vGPUs minus those held by live pods} (the scheduler's allocation
+        annotations)."""
+        free = {n.metadata.name: int(n.status.allocatable["volcano.sh/vgpu-number"]) for n in self.gpu_nodes()}
         for pod in self.core.list_pod_for_all_namespaces().items:
-            if pod.status.phase in ("Pending", "Running") and pod.spec.node_name:
-                held += len(cap.parse_pod_devices((pod.metadata.annotations or {}).get(cap.POD_DEVICES)))
-        return total - held
+            if pod.status.phase in ("Pending", "Running") and pod.spec.node_name in free:
+                free[pod.spec.node_name] -= len(
+                    cap.parse_pod_devices((pod.metadata.annotations or {}).get(cap.POD_DEVICES)))
+        return free
+
+    def free_vgpus(self):
+        return sum(self.free_by_node().values())
 
     def delete_pods(self, selector):
         for pod in self.pods(selector):
@@ -180,17 +217,27 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
                       stderr=True, stdin=False, stdout=True, tty=False)
 
     def check_fill(self):
-        free = self.free_vgpus()
-        if free < 1:
-            return "skipped", "no free vGPU in the cluster"
+        nodes, free, left_out = fill_scope(self.free_by_node(), self.params["fill_max_pods"])
+        if not nodes:
+            if left_out:
+                return "skipped", ("%s alone has more free vGPUs than fill_max_pods (%d); name fewer or smaller nodes "
+                                   "under test, or raise the bound" % (left_out[0], self.params["fill_max_pods"]))
+            return "skipped", "no free vGPU on the nodes under test"
+        where = ", ".join(nodes)
+        spec = self.pod_spec(self.params["fill_memory"], nodes=nodes)
         for index in range(free):
-            self.create_pod("fill-%03d" % index, self.params["fill_memory"], labels={"gpufleet.io/smoke": "fill"})
+            self.create_pod("fill-%03d" % index, self.params["fill_memory"], spec=spec,
+                            labels={"gpufleet.io/smoke": "fill"})
         done, running = self.wait(lambda: [p.status.phase for p in self.pods("gpufleet.io/smoke=fill")].count(
             "Running") == free or [p.status.phase for p in self.pods("gpufleet.io/smoke=fill")].count("Running"),
             self.params["timeout"])
         if not done:
-            return "failed", "%s of %d one-vGPU pods run within %d s" % (running, free, self.params["timeout"])
-        self.create_pod("fill-extra", self.params["fill_memory"], labels={"gpufleet.io/smoke": "fill-extra"})
+            return "failed", "%s of %d one-vGPU pods run on %s within %d s" % (
+                running, free, where, self.params["timeout"])
+        outside = sorted({p.spec.node_name for p in self.pods("gpufleet.io/smoke=fill")} - set(nodes))
+        if outside:
+            return "failed", "fill pods were bound outside %s: on %s" % (where, ", ".join(outside))
+        self.create_pod("fill-extra", self.params["fill_memory"], spec=spec, labels={"gpufleet.io/smoke": "fill-extra"})
 
         def unschedulable():
             pod = self.core.read_namespaced_pod("fill-extra", self.namespace)
@@ -202,8 +249,11 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
             return "failed", "%d pods run, but the one more was not held as unschedulable (%s)" % (free, last)
         time.sleep(5)  # several scheduling cycles: it must stay unbound
         if self.core.read_namespaced_pod("fill-extra", self.namespace).spec.node_name:
-            return "failed", "the pod beyond the cluster's %d vGPUs was bound" % free
-        return "passed", "%d one-vGPU pods run (all free vGPUs); one more stays Pending, unschedulable" % free
+            return "failed", "the pod beyond the %d free vGPUs of %s was bound" % (free, where)
+        detail = "%d one-vGPU pods run (all free vGPUs of %s); one more stays Pending, unschedulable" % (free, where)
+        if left_out:
+            detail += " (not filled, beyond fill_max_pods %d: %s)" % (self.params["fill_max_pods"], ", ".join(left_out))
+        return "passed", detail
 
     def check_metrics(self):
         if not HAS_PROMETHEUS:
@@ -276,6 +326,8 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
             return "simulated GPU nodes without plugin_metrics_urls", None
         for pod in self.core.list_namespaced_pod(self.params["plugin_namespace"],
                                                  label_selector="gpufleet.io/component=device-plugin").items:
+            if pod.spec.node_name not in nodes:
+                continue
             body = self.core.connect_get_namespaced_pod_proxy_with_path(
                 "%s:%d" % (pod.metadata.name, self.params["plugin_metrics_port"]), pod.metadata.namespace, "metrics")
             (checked if "HostGPUMemoryUsage" in body else missing).append(pod.spec.node_name)
@@ -434,7 +486,12 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
     # --- the run ---
 
     def run(self):
+        wanted = sorted(set(self.params["nodes"] or []))
         nodes = self.gpu_nodes()
+        missing = sorted(set(wanted) - {n.metadata.name for n in nodes})
+        if wanted:
+            nodes = [n for n in nodes if n.metadata.name in wanted]
+            self.scope = sorted(n.metadata.name for n in nodes)
         self.real_gpus = self.params["real_gpus"]
         if self.real_gpus is None:
             self.real_gpus = bool(nodes) and not any(KWOK in (n.metadata.annotations or {}) for n in nodes)
@@ -442,9 +499,11 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
         self.removed_leftovers = self.remove_leftovers()
         self.core.create_namespace({"metadata": {"name": self.namespace, "labels": {"gpufleet.io/smoke": "true"}}})
         try:
-            if not nodes:
-                return [{"check": name, "status": "failed", "detail": "no node registers volcano.sh/vgpu-number",
-                         "seconds": 0} for name in self.params["checks"]]
+            if not nodes or missing:
+                detail = ("nodes under test without volcano.sh/vgpu-number: %s" % ", ".join(missing) if missing
+                          else "no node registers volcano.sh/vgpu-number")
+                return [{"check": name, "status": "failed", "detail": detail, "seconds": 0}
+                        for name in self.params["checks"]]
             for name in CHECKS:
                 if name not in self.params["checks"]:
                     continue

@@ -220,8 +220,20 @@ HOST_KEYS = {
 OVERRIDE_KEYS = ("split", "core_scaling", "mode", "filter_uuid", "filter_index")
 
 
+def node_name(host, hostvars):
+    """The Kubernetes node name of an inventory host: device_plugin_node_name, else the host's name."""
+    return (hostvars or {}).get(HOST_KEYS["node_name"]) or host
+
+
+def node_names(hosts, hostvars):
+    """The Kubernetes node names of inventory hosts, in their order."""
+    return [node_name(host, hostvars.get(host)) for host in hosts or []]
+
+
 def host_gpus(hostvars):
-    """A host's GPUs: what gpu_verify read through NVML, else what the inventory declares (device_plugin_gpus)."""
+    """A host's GPUs: what gpu_verify read through NVML, else what the inventory declares (device_plugin_gpus), else
+    what its card group expects of it (gpu_verify_expected_count, _min_memory_mib, _model_pattern) - so a fresh
+    fleet passes the preflight before any node is contacted; site.yml sizes with NVML's figures, read first."""
     measured = hostvars.get("gpu_verify_inventory") or {}
     if measured.get("gpus"):
         return [{"uuid": g.get("uuid") or "GPU-index-%d" % g["index"], "index": g["index"],
@@ -231,6 +243,10 @@ def host_gpus(hostvars):
     if declared.get("count"):
         return [{"uuid": "GPU-index-%d" % i, "index": i, "model": declared.get("model", "unknown"),
                  "memory_mib": int(declared["memory_mib"])} for i in range(int(declared["count"]))]
+    count, memory = hostvars.get("gpu_verify_expected_count"), hostvars.get("gpu_verify_min_memory_mib")
+    if count and memory:
+        return [{"uuid": "GPU-index-%d" % i, "index": i, "model": hostvars.get("gpu_verify_model_pattern") or "unknown",
+                 "memory_mib": int(memory)} for i in range(int(count))]
     return []
 
 
@@ -244,7 +260,7 @@ def plan(settings, hostvars):
     defaults = settings.get("defaults") or {}
     for host in settings.get("hosts") or []:
         hv = hostvars.get(host) or {}
-        name = hv.get(HOST_KEYS["node_name"]) or host
+        name = node_name(host, hv)
         spec = {"host": host, "gpus": host_gpus(hv)}
         for key in OVERRIDE_KEYS:
             value = hv.get(HOST_KEYS[key])
@@ -254,8 +270,9 @@ def plan(settings, hostvars):
         spec["core_scaling"] = spec.get("core_scaling") if spec.get("core_scaling") is not None else 1
         spec["mode"] = spec.get("mode") or "hami-core"
         if not spec["gpus"]:
-            errors.append("node %s (host %s): no GPUs known - run gpu_verify on it first or declare "
-                          "device_plugin_gpus: {count, model, memory_mib}" % (name, host))
+            errors.append("node %s (host %s): no GPUs known - run gpu_verify on it first, declare "
+                          "device_plugin_gpus: {count, model, memory_mib}, or give its card group "
+                          "gpu_verify_expected_count and gpu_verify_min_memory_mib" % (name, host))
         nodes[name] = spec
     for name, override in sorted((settings.get("overrides") or {}).items()):
         if name not in nodes:

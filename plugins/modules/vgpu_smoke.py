@@ -49,6 +49,21 @@ options:
     elements: str
     choices: [vgpu_pod, fill, metrics, memory_limit, gang]
     default: [vgpu_pod, fill, metrics, memory_limit, gang]
+  nodes:
+    description:
+      - Kubernetes names of the nodes under test. Every smoke pod is kept on them (node affinity) and only their vGPUs
+        count as free, so a run never fills or gang-tests the rest of a shared cluster.
+      - Empty tests every node that registers C(volcano.sh/vgpu-number). A named node that registers none fails every
+        check, naming it.
+    type: list
+    elements: str
+    default: []
+  fill_max_pods:
+    description:
+      - At most this many fill pods (one per free vGPU). Nodes under test are filled in name order while their free
+        vGPUs together fit; the others are named in the result as not filled.
+    type: int
+    default: 200
   namespace_prefix:
     description: Prefix of the namespace the checks run in.
     type: str
@@ -216,6 +231,8 @@ def main():
         "kubeconfig": {"type": "path"},
         "context": {"type": "str"},
         "checks": {"type": "list", "elements": "str", "choices": list(smoke.CHECKS), "default": list(smoke.CHECKS)},
+        "nodes": {"type": "list", "elements": "str", "default": []},
+        "fill_max_pods": {"type": "int", "default": 200},
         "namespace_prefix": {"type": "str", "default": "gpufleet-smoke"},
         "image": {"type": "str", "default": "docker.io/nvidia/cuda:12.4.1-base-ubuntu22.04"},
         "command": {"type": "list", "elements": "str", "default": ["sleep", "infinity"]},
@@ -246,7 +263,7 @@ def main():
     }, supports_check_mode=False)
     if not smoke.HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"))
-    for name in ("vgpu_memory", "fill_memory", "memory_factor", "gang_size", "timeout"):
+    for name in ("vgpu_memory", "fill_memory", "memory_factor", "gang_size", "timeout", "fill_max_pods"):
         if module.params[name] < 1:
             module.fail_json(msg="%s must be an integer >= 1, got %d" % (name, module.params[name]))
     from kubernetes import config  # pylint: disable=import-outside-toplevel

@@ -6,6 +6,7 @@
 # Output ($GPUFLEET_CACHE/repos, mounted read-only into test hosts at /srv/gpufleet-repo):
 #   gpufleet-test.gpg          binary public key (apt signed-by)
 #   RPM-GPG-KEY-gpufleet-test  armored public key (dnf gpgkey=)
+#   fingerprint                its fingerprint: the test inventories pin it as the roles pin NVIDIA's keys
 #   deb/                       flat apt repository (InRelease, Release.gpg), like NVIDIA's toolkit repo
 #   rpm/                       dnf repository with signed packages and signed repomd.xml
 # The stand-in packages ship small scripts, not NVIDIA software; they exist to test the install paths.
@@ -32,6 +33,7 @@ gpg --batch --quiet --passphrase '' --quick-generate-key \
 keyid=$(gpg --batch --quiet --list-keys --with-colons | awk -F: '$1=="fpr"{print $10; exit}')
 gpg --batch --export "$keyid" >"$out/gpufleet-test.gpg"
 gpg --batch --armor --export "$keyid" >"$out/RPM-GPG-KEY-gpufleet-test"
+printf '%s\n' "$keyid" >"$out/fingerprint"
 
 # name|version|depends (deb syntax)|files: "path=script-name" pairs from repo-packages/
 packages=(

@@ -15,6 +15,13 @@ CASES = [
     ("missing wheelhouse", {"node_python_wheelhouse": "/nonexistent/gpufleet-wheels"}, "node_python_wheelhouse"),
     ("unpinned requirement", {"node_python_requirements": ["nvidia-ml-py"]}, "node_python_requirements"),
     ("wrong type", {"node_python_install_os_packages": "maybe"}, "node_python_install_os_packages"),
+    ("range instead of a pin", {"node_python_requirements": ["nvidia-ml-py>=12"]}, "node_python_requirements"),
+    ("compatible release is no pin", {"node_python_requirements": ["tomlkit~=0.15"]}, "node_python_requirements"),
+    ("wildcard is no pin", {"node_python_requirements": ["tomlkit==0.*"]}, "node_python_requirements"),
+    ("pin without hashes", {"node_python_requirements": ["nvidia-ml-py==13.615.71", "tomlkit==0.15.2",
+                                                         "jmespath==1.0.1"]}, "jmespath"),
+    ("malformed hash", {"node_python_requirement_hashes": {"nvidia-ml-py": ["md5:abc"], "tomlkit": ["sha256:00"]}},
+     "md5:abc"),
 ]
 
 

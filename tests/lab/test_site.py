@@ -131,3 +131,24 @@ def test_a_failing_check_leaves_nothing_behind(lab, tmp_path):
     wait_for(lambda: not core.list_namespace(label_selector="gpufleet.io/smoke=true").items, 60,
              "no smoke namespace left")
     assert not [p for p in core.list_pod_for_all_namespaces().items if p.metadata.namespace.startswith("gpufleet-smoke")]
+
+
+def test_smoke_fills_only_the_nodes_under_test_within_its_bound(lab, tmp_path):
+    """A shared cluster: the smoke test fills only the nodes it is told, and never more pods than its bound."""
+    def fill(tag, **settings):
+        extra = json.dumps(dict({"smoke_test_checks": ["fill"]}, **settings))
+        rc, out, err = site(lab, tmp_path / tag, "--tags", "smoke", "--skip-tags", "nodes", "-e", extra)
+        assert rc == 0, (failed_messages(out), err[-3000:])
+        return {r["check"]: r for r in json.loads((tmp_path / tag / "smoke.json").read_text())["smoke"]}["fill"]
+
+    only_rig02 = fill("rig02", smoke_test_nodes=["rig02"])
+    # rig02's 5 cards at split 2; rig01's 10 vGPUs are another operator's here, neither filled nor counted.
+    assert only_rig02["status"] == "passed", only_rig02
+    assert only_rig02["detail"].startswith("10 one-vGPU pods run (all free vGPUs of rig02)"), only_rig02
+    bounded = fill("bounded", smoke_test_fill_max_pods=10)
+    assert bounded["status"] == "passed", bounded
+    assert "all free vGPUs of rig01)" in bounded["detail"], bounded
+    assert "not filled, beyond fill_max_pods 10: rig02" in bounded["detail"], bounded
+    too_big = fill("too-big", smoke_test_nodes=["rig02"], smoke_test_fill_max_pods=4)
+    assert too_big["status"] == "skipped" and "rig02 alone has more free vGPUs than fill_max_pods (4)" in \
+        too_big["detail"], too_big

@@ -1,5 +1,7 @@
 """Table tests for the capacity report and the pure parts of the smoke tests."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _capacity as cap
@@ -134,3 +136,67 @@ FREE = {"a": {"slots": 1, "memory": 8000}, "b": {"slots": 2, "memory": 6000}}
 def test_fits(requests, fits):
     assert cap.fits(requests, FREE) is fits
     assert FREE == {"a": {"slots": 1, "memory": 8000}, "b": {"slots": 2, "memory": 6000}}  # input left alone
+
+
+@pytest.mark.parametrize("free, max_pods, want", [
+    ({"rig01": 10, "rig02": 20}, 200, (["rig01", "rig02"], 30, [])),
+    ({"rig02": 20, "rig01": 10}, 25, (["rig01"], 10, ["rig02"])),  # name order, the rest named
+    ({"rig01": 10, "rig02": 20, "rig03": 5}, 16, (["rig01", "rig03"], 15, ["rig02"])),
+    ({"rig01": 0, "rig02": -1, "rig03": 4}, 200, (["rig03"], 4, [])),  # full (or over-held) nodes are not filled
+    ({"big": 300}, 200, ([], 0, ["big"])),
+    ({}, 200, ([], 0, [])),
+])
+def test_fill_scope(free, max_pods, want):
+    assert smoke.fill_scope(free, max_pods) == want
+
+
+def test_node_affinity_keeps_pods_on_the_nodes_under_test():
+    assert smoke.node_affinity([]) is None
+    terms = smoke.node_affinity(["rig02", "rig01"])["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
+                                            "values": ["rig01", "rig02"]}]}]
+
+
+class FakeCore:
+    """The two list calls the scope and free-vGPU accounting make, over plain objects."""
+
+    def __init__(self, nodes, pods):
+        self.nodes, self.all_pods = nodes, pods
+
+    def list_node(self):
+        return SimpleNamespace(items=self.nodes)
+
+    def list_pod_for_all_namespaces(self):
+        return SimpleNamespace(items=self.all_pods)
+
+
+def k8s_node(name, vgpus):
+    return SimpleNamespace(metadata=SimpleNamespace(name=name, annotations={}),
+                           status=SimpleNamespace(allocatable={"volcano.sh/vgpu-number": str(vgpus)} if vgpus else {}))
+
+
+def k8s_pod(node_name, devices, phase="Running"):
+    return SimpleNamespace(metadata=SimpleNamespace(annotations={cap.POD_DEVICES: devices}),
+                           spec=SimpleNamespace(node_name=node_name), status=SimpleNamespace(phase=phase))
+
+
+@pytest.mark.parametrize("scope, want", [
+    ([], {"rig01": 9, "rig02": 10, "other": 4}),   # no scope: every GPU node
+    (["rig01"], {"rig01": 9}),                      # another operator's GPU node is not counted as free
+    (["rig02", "other"], {"rig02": 10, "other": 4}),
+])
+def test_free_by_node_counts_only_the_nodes_under_test(scope, want):
+    run = smoke.Smoke.__new__(smoke.Smoke)
+    run.scope = scope
+    run.params = {"image": "i", "command": ["c"], "scheduler_name": "volcano"}
+    run.core = FakeCore([k8s_node("rig01", 10), k8s_node("rig02", 10), k8s_node("other", 8), k8s_node("cp0", 0)],
+                        [k8s_pod("rig01", "GPU-a,NVIDIA,10,0:"), k8s_pod("other", "GPU-o,NVIDIA,1,0:GPU-p,NVIDIA,1,0:"),
+                         k8s_pod("other", "GPU-o,NVIDIA,1,0:;GPU-o,NVIDIA,1,0:"),
+                         k8s_pod("rig02", "GPU-b,NVIDIA,10,0:", phase="Succeeded"), k8s_pod(None, "GPU-c,NVIDIA,1,0:")])
+    assert run.free_by_node() == want
+    spec = run.pod_spec(10)
+    if scope:
+        assert spec["affinity"] == smoke.node_affinity(scope)
+    else:
+        assert "affinity" not in spec

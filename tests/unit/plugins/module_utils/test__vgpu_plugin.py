@@ -277,3 +277,35 @@ def test_who_manages_a_conflicting_plugin(daemonset, owner, remedy):
         assert found[0]["owner"] is None
     else:
         assert found[0]["owner"]["owner"] == owner and remedy in found[0]["owner"]["remedy"]
+
+
+@pytest.mark.parametrize("hosts, hostvars, want", [
+    (["rig01", "rig02"], {"rig01": {}, "rig02": {"device_plugin_node_name": "rig02.k8s.local"}},
+     ["rig01", "rig02.k8s.local"]),
+    (["gpu-a"], {}, ["gpu-a"]),                                    # a host without vars keeps its name
+    (["gpu-a"], {"gpu-a": {"device_plugin_node_name": ""}}, ["gpu-a"]),  # an empty name is no name
+    ([], {}, []),
+])
+def test_node_names(hosts, hostvars, want):
+    assert vp.node_names(hosts, hostvars) == want
+
+
+@pytest.mark.parametrize("hostvars, want", [
+    # What NVML read wins over everything else.
+    ({"gpu_verify_inventory": {"gpus": [{"index": 0, "uuid": "GPU-a", "name": "NVIDIA GeForce RTX 4090",
+                                         "memory_total_mib": 24564}]},
+      "device_plugin_gpus": {"count": 3, "model": "x", "memory_mib": 1}, "gpu_verify_expected_count": 9,
+      "gpu_verify_min_memory_mib": 1}, [("GPU-a", "NVIDIA GeForce RTX 4090", 24564)]),
+    # Then the inventory's declaration.
+    ({"device_plugin_gpus": {"count": 2, "model": "RTX 4070 Super", "memory_mib": 16376},
+      "gpu_verify_expected_count": 9, "gpu_verify_min_memory_mib": 1},
+     [("GPU-index-0", "RTX 4070 Super", 16376), ("GPU-index-1", "RTX 4070 Super", 16376)]),
+    # A fresh fleet: the card group's expectations (the example inventory's group_vars/rtx4090.yml).
+    ({"gpu_verify_expected_count": 2, "gpu_verify_model_pattern": "RTX 4090", "gpu_verify_min_memory_mib": 24000},
+     [("GPU-index-0", "RTX 4090", 24000), ("GPU-index-1", "RTX 4090", 24000)]),
+    ({"gpu_verify_expected_count": 2}, []),          # no memory: nothing to size with
+    ({"gpu_verify_expected_count": None, "gpu_verify_min_memory_mib": 24000}, []),
+    ({}, []),
+])
+def test_host_gpus_sources_in_order(hostvars, want):
+    assert [(g["uuid"], g["model"], g["memory_mib"]) for g in vp.host_gpus(hostvars)] == want
