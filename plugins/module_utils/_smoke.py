@@ -101,6 +101,14 @@ def fill_scope(free_by_node, max_pods):
     return chosen, total, left_out
 
 
+def nodes_under_test(gpu_nodes, wanted):
+    """(nodes under test, named ones that register no vGPUs) from the GPU nodes' names and the nodes asked for
+    (empty: every GPU node)."""
+    if not wanted:
+        return sorted(gpu_nodes), []
+    return sorted(set(gpu_nodes) & set(wanted)), sorted(set(wanted) - set(gpu_nodes))
+
+
 def node_affinity(nodes):
     """Pod affinity that keeps a smoke pod on the nodes under test (None: anywhere)."""
     if not nodes:
@@ -486,12 +494,11 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
     # --- the run ---
 
     def run(self):
-        wanted = sorted(set(self.params["nodes"] or []))
-        nodes = self.gpu_nodes()
-        missing = sorted(set(wanted) - {n.metadata.name for n in nodes})
-        if wanted:
-            nodes = [n for n in nodes if n.metadata.name in wanted]
-            self.scope = sorted(n.metadata.name for n in nodes)
+        every = self.gpu_nodes()
+        scope, missing = nodes_under_test([n.metadata.name for n in every], self.params["nodes"])
+        if self.params["nodes"]:
+            self.scope = scope
+        nodes = [n for n in every if n.metadata.name in scope]
         self.real_gpus = self.params["real_gpus"]
         if self.real_gpus is None:
             self.real_gpus = bool(nodes) and not any(KWOK in (n.metadata.annotations or {}) for n in nodes)

@@ -272,6 +272,7 @@ def main():
     fd, tmp = tempfile.mkstemp(prefix=".config.toml.", dir=directory)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(after)
+    # atomic_move carries an existing file's mode over (a 0600 config holding registry credentials stays 0600).
     os.chmod(tmp, 0o644)
     module.atomic_move(tmp, path)
     module.exit_json(**result)

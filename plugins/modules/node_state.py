@@ -121,33 +121,12 @@ import inspect
 import json
 import os
 import sys
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _atomic as atomic
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _node_state as ns
 
 FACT_NAME = "gpufleet_state.fact"
-
-
-def _write(module, path, content, mode):
-    """Write content to path atomically when it differs; returns whether it differed."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            if handle.read() == content and (os.stat(path).st_mode & 0o7777) == mode:
-                return False
-    except OSError:
-        pass
-    if module.check_mode:
-        return True
-    directory = os.path.dirname(path)
-    os.makedirs(directory, mode=0o755, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".gpufleet-")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(content)
-    module.atomic_move(tmp, path)
-    # atomic_move gives a new file the umask's mode; the fact must be executable for setup to run it.
-    os.chmod(path, mode)
-    return True
 
 
 def main():
@@ -199,10 +178,10 @@ def main():
     except (OSError, ValueError):
         pass
     stamp = ns.build_stamp(name, params["digest"], spec, params["data"], observed)
-    changed = _write(module, path, json.dumps(stamp, indent=1, sort_keys=True) + "\n", 0o644)
+    changed = atomic.write_if_different(module, path, json.dumps(stamp, indent=1, sort_keys=True) + "\n", 0o644)
     # The fact is this collection's _node_state module_utils, run by this interpreter.
     fact = "#!%s\n%s" % (sys.executable, inspect.getsource(ns))
-    changed = _write(module, os.path.join(params["fact_path"], FACT_NAME), fact, 0o755) or changed
+    changed = atomic.write_if_different(module, os.path.join(params["fact_path"], FACT_NAME), fact, 0o755) or changed
     module.exit_json(changed=changed, stamp=path, observed=observed,
                      drift=ns.drift(previous.get("observed") or {}, observed) if previous else [])
 

@@ -43,7 +43,7 @@ options:
     elements: str
     required: true
   mode:
-    description: Mode of O(dest).
+    description: Mode of O(dest), in octal.
     type: str
     default: "0644"
   validate_certs:
@@ -77,12 +77,10 @@ dest:
   type: str
 """
 
-import os
-import tempfile
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _atomic as atomic
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _openpgp as pgp
 
 
@@ -115,26 +113,12 @@ def main():
         module.fail_json(msg="the key from %s was not installed: %s. If the repository really rotated its key, check "
                              "the new fingerprint with its publisher and pin it." % (params["url"], problem),
                          fingerprints=have)
-    dest = params["dest"]
-    current = None
-    if os.path.exists(dest):
-        with open(dest, "rb") as handle:
-            current = handle.read()
-    changed = current != data
-    if changed and not module.check_mode:
-        directory = os.path.dirname(dest) or "."
-        # /etc/apt/keyrings is missing on Debian before 12 and /etc/pki/rpm-gpg on hosts without any vendor key.
-        if not os.path.isdir(directory):
-            os.makedirs(directory, mode=0o755)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".repo-key-")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        module.atomic_move(tmp, dest)
-    file_args = module.load_file_common_arguments({"path": dest, "mode": params["mode"], "owner": "root",
-                                                   "group": "root"})
-    if not module.check_mode or not changed:
-        changed = module.set_fs_attributes_if_different(file_args, changed)
-    module.exit_json(changed=changed, fingerprints=have, dest=dest)
+    try:
+        mode = int(params["mode"], 8)
+    except ValueError:
+        module.fail_json(msg="mode must be an octal mode such as 0644, got %r" % params["mode"])
+    changed = atomic.write_if_different(module, params["dest"], data, mode)
+    module.exit_json(changed=changed, fingerprints=have, dest=params["dest"])
 
 
 if __name__ == "__main__":

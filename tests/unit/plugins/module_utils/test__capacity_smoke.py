@@ -200,3 +200,13 @@ def test_free_by_node_counts_only_the_nodes_under_test(scope, want):
         assert spec["affinity"] == smoke.node_affinity(scope)
     else:
         assert "affinity" not in spec
+
+
+@pytest.mark.parametrize("gpu_nodes, wanted, want", [
+    (["rig02", "rig01"], [], (["rig01", "rig02"], [])),            # nothing asked: every GPU node
+    (["rig01", "rig02", "other"], ["rig02", "rig01"], (["rig01", "rig02"], [])),
+    (["rig01"], ["rig01", "rig03"], (["rig01"], ["rig03"])),        # a node without vGPUs is named
+    ([], ["rig01"], ([], ["rig01"])),
+])
+def test_nodes_under_test(gpu_nodes, wanted, want):
+    assert smoke.nodes_under_test(gpu_nodes, wanted) == want
