@@ -59,6 +59,10 @@ def nvidia_dkms_version(dkms_status, kernel=None):
     return nd.nvidia_dkms_version(nd.parse_dkms_status(dkms_status), kernel)
 
 
+def nvidia_boot_kernel(grubby_default, grub_cfg="", grubenv=""):
+    return nd.boot_kernel(grubby_default or "", grub_cfg or "", grubenv or "")
+
+
 class FilterModule:
     """NVIDIA driver filters."""
 
@@ -67,4 +71,5 @@ class FilterModule:
             "nvidia_driver_plan": nvidia_driver_plan,
             "nvidia_reboot_decision": nvidia_reboot_decision,
             "nvidia_dkms_version": nvidia_dkms_version,
+            "nvidia_boot_kernel": nvidia_boot_kernel,
         }

@@ -44,6 +44,7 @@ _value:
 
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _compat
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _vgpu_plugin as vp
+from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _admission
 
 
 def vgpu_plugin_plan(settings, hostvars):
@@ -62,6 +63,14 @@ def vgpu_node_names(hosts, hostvars):
     return vp.node_names(hosts, hostvars)
 
 
+def vgpu_admission_policy(plan, name="gpufleet-vgpu-memory"):
+    largest = _admission.largest_gpu(plan.get("gpus") or {}, plan["memory_factor"])
+    if largest is None:
+        return []
+    resource = (plan.get("device_config") or {}).get("resourceMemoryName") or "volcano.sh/vgpu-memory"
+    return _admission.policy(name, largest, plan["memory_factor"], resource)
+
+
 def vgpu_version_compatibility(volcano_version, plugin):
     return _compat.check(volcano_version, plugin)
 
@@ -72,4 +81,5 @@ class FilterModule:
     def filters(self):
         return {"vgpu_plugin_plan": vgpu_plugin_plan, "vgpu_registration_check": vgpu_registration_check,
                 "vgpu_conflicting_daemonsets": vgpu_conflicting_daemonsets,
-                "vgpu_version_compatibility": vgpu_version_compatibility, "vgpu_node_names": vgpu_node_names}
+                "vgpu_version_compatibility": vgpu_version_compatibility, "vgpu_node_names": vgpu_node_names,
+                "vgpu_admission_policy": vgpu_admission_policy}

@@ -101,17 +101,107 @@ def pin_glob(branch, version):
     return ""
 
 
+_MENU = re.compile(r"""^\s*(menuentry|submenu)\s+(['"])(.*?)\2(.*)\{\s*$""")
+_MENU_ID = re.compile(r"""\$menuentry_id_option\s+['"]?([^'"\s]+)""")
+_LINUX = re.compile(r"^\s*linux(?:efi|16)?\s+\S*vmlinuz-(\S+)")
+
+
+def _grub_menu(grub_cfg):
+    """Top-level menu of a grub.cfg as grub-mkconfig writes it: [{"title", "id", "kernel", "children"}]."""
+    root = {"children": []}
+    stack = [root]
+    for line in grub_cfg.splitlines():
+        menu = _MENU.match(line)
+        if menu:
+            found = _MENU_ID.search(menu.group(4))
+            node = {"title": menu.group(3), "id": found.group(1) if found else None, "kernel": None,
+                    "children": [], "submenu": menu.group(1) == "submenu"}
+            stack[-1]["children"].append(node)
+            stack.append(node)
+        elif line.rstrip().endswith("{"):
+            stack.append({"children": []})  # a function or other braced block: not part of the menu
+        elif line.strip() == "}" and len(stack) > 1:
+            stack.pop()
+        else:
+            kernel = _LINUX.match(line)
+            if kernel and stack[-1].get("kernel", "") is None:
+                stack[-1]["kernel"] = kernel.group(1)
+    return root["children"]
+
+
+def _grub_default(grub_cfg):
+    """The value grub.cfg gives `default` when no one-time entry is set (GRUB_DEFAULT), or None."""
+    found = None
+    for match in re.finditer(r"""^\s*set default=["']?([^"'\n]*)["']?\s*$""", grub_cfg, re.M):
+        if "next_entry" not in match.group(1):
+            found = match.group(1)
+    return found
+
+
+def _grubenv(text):
+    values = {}
+    for line in (text or "").splitlines():
+        if "=" in line and not line.startswith("#"):
+            key, value = line.split("=", 1)
+            values[key.strip()] = value.strip()
+    return values
+
+
+def _resolve_grub_entry(menu, spec):
+    """Kernel of the entry GRUB picks for ``spec`` (index, id or title, '>'-separated into submenus), or None."""
+    entries = menu
+    node = None
+    for part in spec.split(">"):
+        part = part.strip()
+        if part.isdigit():
+            visible = entries
+            node = visible[int(part)] if int(part) < len(visible) else None
+        else:
+            node = next((e for e in entries if part in (e["id"], e["title"])), None)
+        if node is None:
+            return None
+        entries = node["children"]
+    if node["submenu"]:
+        return None
+    return node["kernel"]
+
+
+def boot_kernel(grubby_default="", grub_cfg="", grubenv=""):
+    """Kernel release the bootloader boots next, or None when it cannot tell.
+
+    ``grubby_default`` is the output of `grubby --default-kernel` (EL, Fedora, SUSE: the bootloader spec's default);
+    otherwise GRUB as grub-mkconfig writes it (Debian, Ubuntu): a one-time `next_entry` (grub-reboot) first, then
+    GRUB_DEFAULT - an index, a menu entry id or title, `saved` (grub-set-default), with `>` into submenus.
+    """
+    found = re.search(r"vmlinuz-(\S+)", grubby_default or "")
+    if found:
+        return found.group(1)
+    if not grub_cfg:
+        return None
+    env = _grubenv(grubenv)
+    menu = _grub_menu(grub_cfg)
+    spec = env.get("next_entry") or _grub_default(grub_cfg)
+    if spec is None:
+        spec = "0"
+    if "saved_entry" in spec:
+        spec = env.get("saved_entry") or "0"
+    return _resolve_grub_entry(menu, spec)
+
+
 def reboot_decision(facts):
     """Decide whether the node must reboot for the driver to be usable.
 
     ``facts`` keys (all optional):
-      installed_version  version of the nvidia module on disk for the running kernel (modinfo), or None
+      installed_version  version of the nvidia module on disk for the kernel that will boot, or None
       loaded_version     version in /proc/driver/nvidia/version, or None when no module is loaded
       nouveau_loaded     nouveau is bound
       running_kernel     uname -r
-      newest_kernel      newest installed kernel, or None when unknown
+      boot_kernel        the kernel the bootloader boots next (boot_kernel()), or None when unknown
       packages_changed   driver packages changed in this run
       modules_supported  False where kernel modules can never load (containers): the reboot is then skipped
+
+    A newer kernel that is installed but not the bootloader's default (a deliberately pinned kernel) is no reason:
+    the reboot would come back to the same kernel.
 
     Returns ``{"needed": bool, "reasons": [...], "skipped_reason": str or None}``.
     """
@@ -124,12 +214,13 @@ def reboot_decision(facts):
         reasons.append("the loaded nvidia module is %s but %s is installed" % (loaded, installed))
     if installed and not loaded:
         reasons.append("nvidia %s is installed but no nvidia module is loaded" % installed)
-    newest, running = facts.get("newest_kernel"), facts.get("running_kernel")
-    if newest and running and newest != running:
-        reasons.append("a newer kernel %s is installed (running %s)" % (newest, running))
+    boot, running = facts.get("boot_kernel"), facts.get("running_kernel")
+    if boot and running and boot != running:
+        reasons.append("the bootloader boots kernel %s next (running %s)" % (boot, running))
     if facts.get("packages_changed") and not reasons and loaded is None:
         reasons.append("driver packages changed and no module is loaded")
     skipped = None
     if reasons and facts.get("modules_supported") is False:
-        skipped = "kernel modules cannot be loaded here (container); reboot skipped"
+        skipped = ("this host is a container (the local lab, a molecule test host), where kernel modules never load: "
+                   "no reboot can bring the driver up here, so none is done")
     return {"needed": bool(reasons), "reasons": reasons, "skipped_reason": skipped}

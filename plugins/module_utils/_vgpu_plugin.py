@@ -175,6 +175,20 @@ def device_config(overrides=None):
         raise PluginConfigError("unknown device-config key(s): %s; allowed: %s"
                                 % (", ".join(unknown), ", ".join(sorted(DEVICE_CONFIG_DEFAULTS))))
     merged.update(overrides or {})
+    problems = []
+    for key in ("deviceMemoryScaling", "deviceCoreScaling"):
+        value = merged[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            problems.append("%s must be a number > 0 (> 1 oversubscribes), got %r" % (key, value))
+    for key, low in (("defaultMemory", 0), ("defaultCores", 0), ("defaultGPUNum", 1), ("deviceSplitCount", 1),
+                     ("gpuMemoryFactor", 1)):
+        value = merged[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            problems.append("%s must be an integer >= %d, got %r" % (key, low, value))
+    if isinstance(merged["defaultCores"], int) and merged["defaultCores"] > 100:
+        problems.append("defaultCores is a percentage of one GPU (0-100), got %r" % (merged["defaultCores"],))
+    if problems:
+        raise PluginConfigError("; ".join(problems))
     return merged
 
 
@@ -230,6 +244,16 @@ def node_names(hosts, hostvars):
     return [node_name(host, hostvars.get(host)) for host in hosts or []]
 
 
+def _whole(value, variable):
+    """An inventory count or size as an int; PluginConfigError naming the variable otherwise."""
+    if isinstance(value, bool):
+        raise PluginConfigError("%s must be an integer, got %r" % (variable, value))
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise PluginConfigError("%s must be an integer, got %r" % (variable, value)) from None
+
+
 def host_gpus(hostvars):
     """A host's GPUs: what gpu_verify read through NVML, else what the inventory declares (device_plugin_gpus), else
     what its card group expects of it (gpu_verify_expected_count, _min_memory_mib, _model_pattern) - so a fresh
@@ -241,12 +265,14 @@ def host_gpus(hostvars):
                 for g in measured["gpus"]]
     declared = hostvars.get("device_plugin_gpus") or {}
     if declared.get("count"):
+        memory = _whole(declared.get("memory_mib"), "device_plugin_gpus.memory_mib")
         return [{"uuid": "GPU-index-%d" % i, "index": i, "model": declared.get("model", "unknown"),
-                 "memory_mib": int(declared["memory_mib"])} for i in range(int(declared["count"]))]
+                 "memory_mib": memory} for i in range(_whole(declared["count"], "device_plugin_gpus.count"))]
     count, memory = hostvars.get("gpu_verify_expected_count"), hostvars.get("gpu_verify_min_memory_mib")
     if count and memory:
+        memory = _whole(memory, "gpu_verify_min_memory_mib")
         return [{"uuid": "GPU-index-%d" % i, "index": i, "model": hostvars.get("gpu_verify_model_pattern") or "unknown",
-                 "memory_mib": int(memory)} for i in range(int(count))]
+                 "memory_mib": memory} for i in range(_whole(count, "gpu_verify_expected_count"))]
     return []
 
 
@@ -261,7 +287,12 @@ def plan(settings, hostvars):
     for host in settings.get("hosts") or []:
         hv = hostvars.get(host) or {}
         name = node_name(host, hv)
-        spec = {"host": host, "gpus": host_gpus(hv)}
+        try:
+            gpus = host_gpus(hv)
+        except PluginConfigError as exc:
+            errors.append("node %s (host %s): %s" % (node_name(host, hv), host, exc))
+            gpus = None
+        spec = {"host": host, "gpus": gpus or []}
         for key in OVERRIDE_KEYS:
             value = hv.get(HOST_KEYS[key])
             spec[key] = value if value not in (None, "") else defaults.get(key)
@@ -269,7 +300,7 @@ def plan(settings, hostvars):
         spec["filter_index"] = list(spec.get("filter_index") or [])
         spec["core_scaling"] = spec.get("core_scaling") if spec.get("core_scaling") is not None else 1
         spec["mode"] = spec.get("mode") or "hami-core"
-        if not spec["gpus"]:
+        if gpus == []:
             errors.append("node %s (host %s): no GPUs known - run gpu_verify on it first, declare "
                           "device_plugin_gpus: {count, model, memory_mib}, or give its card group "
                           "gpu_verify_expected_count and gpu_verify_min_memory_mib" % (name, host))
@@ -292,7 +323,8 @@ def plan(settings, hostvars):
     elif isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
         errors.append("device_plugin_gpu_memory_factor must be 'auto' or an integer >= 1, got %r" % (factor,))
     version = image_version("x:%s" % settings.get("version", ""))
-    if version is None:
+    # The image tags are v-prefixed (v1.12.0); 1.12.0 would fail only when the node pulls the image.
+    if version is None or not str(settings.get("version", "")).startswith("v"):
         errors.append("device_plugin_version must look like v1.12.0, got %r" % (settings.get("version"),))
     try:
         overrides = dict(settings.get("device_config") or {})
@@ -305,7 +337,7 @@ def plan(settings, hostvars):
     config["deviceSplitCount"] = int(defaults.get("split") or config["deviceSplitCount"])
     config["deviceCoreScaling"] = defaults.get("core_scaling") or config["deviceCoreScaling"]
     legacy = version < NODE_CONFIG_VERSION
-    expected, groups = {}, {}
+    expected, groups, kept = {}, {}, {}
     for name in sorted(nodes):
         spec = nodes[name]
         effective = {"split": int(spec["split"]), "memory_factor": factor, "core_scaling": float(spec["core_scaling"]),
@@ -315,6 +347,8 @@ def plan(settings, hostvars):
             # Before v1.12 only flags count: one DaemonSet per split count; filters and modes are not available.
             effective.update(mode="hami-core", filter_uuid=[], filter_index=[])
             groups.setdefault(effective["split"], []).append(name)
+        kept[name] = [g for g in spec["gpus"]
+                      if g["uuid"] not in effective["filter_uuid"] and g["index"] not in effective["filter_index"]]
         dummy, resources = registration(spec["gpus"], effective)
         expected[name] = dict(resources, host=spec["host"], gpus=len(spec["gpus"]), split=effective["split"],
                               memory_mib=sum(g["memory_mib"] for g in spec["gpus"]))
@@ -345,6 +379,8 @@ def plan(settings, hostvars):
             "node_label_patches": [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
                                    for name, labels in sorted(node_labels.items())],
             "node_names": sorted(nodes),
+            # The GPUs each node registers (filtered ones left out): what a vGPU's memory can be at most.
+            "gpus": kept,
             # Plugins up to v1.12.0 re-register every 30 s with the handshake annotation (wait.yml waits for it).
             "handshake": version <= NODE_CONFIG_VERSION,
             "config_hash": hashlib.sha256(json.dumps([config, node_cfg, daemonsets], sort_keys=True).encode())

@@ -1,22 +1,51 @@
 """README's "On your cluster" on a copy of inventories/example: the preflight passes on a fresh fleet (no GPU facts
 yet) and refuses bad settings, both before any host is contacted. The example's private addresses are never used:
-every host is pointed at a closed loopback port, so any contact would show as UNREACHABLE."""
+each host is pointed at its own closed loopback port (127.0.0.x:9), so any contact shows as UNREACHABLE.
 
-import json
+site.yml runs as written - no tags, no limit - so a passing preflight is followed by the first contact (the node
+play's fact gathering), which must fail as UNREACHABLE and be the first thing that touches a host."""
+
+import concurrent.futures
+import os
 import shutil
+import subprocess
+import sys
+import sysconfig
 
 import pytest
 import yaml
 
 from helpers import ROOT, failed_messages, run_playbook
 
-# 127.0.0.2, port 9 (discard, closed here): a host the test could never reach.
-NOWHERE = ["-e", "ansible_host=127.0.0.2", "-e", "ansible_port=9", "-e", "ansible_connection=ssh"]
+PREFLIGHT_PLAYS = 2
 
 
-def example(tmp_path, **group_vars):
+def example(tmp_path, hosts=None, **group_vars):
+    """A copy of inventories/example with every host at 127.0.0.<n>:9, ``group_vars`` merged into its group files and
+    ``hosts`` ({group: {host: vars}}) merged into hosts.yml."""
     dest = tmp_path / "mysite"
     shutil.copytree(ROOT / "inventories" / "example", dest)
+    inventory = yaml.safe_load((dest / "hosts.yml").read_text())
+    children = inventory["all"]["children"]
+    groups = dict(children)
+    groups.update(children["gpu_nodes"]["children"])
+    for group, members in (hosts or {}).items():
+        groups.setdefault(group, {"hosts": {}})
+        if group not in children and group not in children["gpu_nodes"]["children"]:
+            children[group] = groups[group]
+        groups[group].setdefault("hosts", {})
+        for host, values in members.items():
+            groups[group]["hosts"][host] = dict(groups[group]["hosts"].get(host) or {}, **values)
+    addresses = {}
+    for body in groups.values():
+        for host, values in (body.get("hosts") or {}).items():
+            if values and "ansible_host" in values and not values.get("_keep_address"):
+                addresses.setdefault(host, len(addresses) + 2)
+                values.update(ansible_host="127.0.0.%d" % addresses[host], ansible_port=9,
+                              ansible_connection="ssh")
+            if values:
+                values.pop("_keep_address", None)
+    (dest / "hosts.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
     for group, values in group_vars.items():
         path = dest / "group_vars" / ("%s.yml" % group)
         current = yaml.safe_load(path.read_text()) if path.exists() else {}
@@ -25,36 +54,182 @@ def example(tmp_path, **group_vars):
     return str(dest)
 
 
-def preflight(inventory, *extra):
-    # -l kube_control: the node play has no host; --tags never: only the preflight (tagged always) runs.
-    return run_playbook(ROOT / "playbooks" / "site.yml", "--tags", "never", "-l", "kube_control", *NOWHERE, *extra,
-                        inventory=inventory, local=False)
+def site(inventory, *extra):
+    return run_playbook(ROOT / "playbooks" / "site.yml", *extra, inventory=inventory, local=False)
 
 
-def contacted(out):
+def unreachable(out):
     return {host: s for host, s in out["stats"].items() if s.get("unreachable")}
 
 
-def test_the_example_inventory_passes_its_own_preflight_without_contact(tmp_path):
-    rc, out, err = preflight(example(tmp_path))
-    assert rc == 0, (failed_messages(out), err[-2000:])
-    assert not contacted(out), out["stats"]
-    names = [task["task"]["name"].split(" : ")[-1] for play in out["plays"] for task in play["tasks"]]
-    assert "Reject invalid per-node settings" in names and "Reject an invalid scheduler configuration" in names
+def preflight_tasks(out):
+    return [task for play in out["plays"][:PREFLIGHT_PLAYS] for task in play["tasks"]]
+
+
+def test_the_example_inventory_passes_its_preflight_and_fails_only_at_first_contact(tmp_path):
+    rc, out, err = site(example(tmp_path))
+    assert rc != 0
+    plays = [play["play"]["name"] for play in out["plays"]]
+    assert plays[0].startswith("Preflight - the inventory") and plays[1].startswith("Preflight - every GPU node")
+    # Both preflight plays passed on every host, and nothing in them reached a host.
+    for task in preflight_tasks(out):
+        for host, result in task["hosts"].items():
+            assert not result.get("failed") and not result.get("unreachable"), (task["task"]["name"], host, result)
+    names = [task["task"]["name"].split(" : ")[-1] for task in preflight_tasks(out)]
+    for check in ("Reject invalid per-node settings", "Reject an invalid scheduler configuration",
+                  "Check the driver choice and the other settings", "Check that requirements are pinned specifiers",
+                  "Check the expectations", "Refuse options of the wrong type or choice",
+                  "Refuse hosts whose groups disagree, and hosts that share an address"):
+        assert check in names, (check, names)
     assert "Look for the kubeconfig" not in names  # the roles look for it when they run, not the preflight
+    # The first contact is the node play's fact gathering on the first node, at its own closed port.
+    node_play = out["plays"][PREFLIGHT_PLAYS]
+    first = next(task for task in node_play["tasks"]
+                 if any(result.get("unreachable") for result in task["hosts"].values()))
+    assert first["task"]["name"] == "Gather facts", first["task"]["name"]
+    assert first["hosts"]["rig01"].get("unreachable"), first["hosts"]
+    assert set(unreachable(out)) == {"rig01"}, out["stats"]
 
 
-@pytest.mark.parametrize("group_vars, message", [
-    ({"rtx4070s": {"device_plugin_split_count": 0}}, "node rig02: split must be an integer from 1 to 100, got 0"),
-    ({"all": {"device_plugin_version": "main"}}, "device_plugin_version must look like v1.12.0"),
-    ({"all": {"volcano_scheduler_actions": "enqueue, allocate, teleport"}}, "teleport"),
-    # A card group without expectations and no GPU facts: nothing to size the node with.
-    ({"rtx4070s": {"gpu_verify_min_memory_mib": None}}, "node rig02 (host rig02): no GPUs known"),
-])
-def test_bad_settings_fail_in_the_preflight_without_contact(tmp_path, group_vars, message):
-    rc, out, err = preflight(example(tmp_path, **group_vars))
+def test_the_built_collection_runs_by_name_through_its_preflight(tmp_path):
+    """As users install it: `make build`'s tarball into an empty collections path, then the playbook by its FQCN,
+    from a folder outside the checkout. Its dependencies come from the ansible package (no Galaxy here)."""
+    env = dict(os.environ)
+    (tmp_path / "ansible.cfg").write_text("[defaults]\n")  # a user's own, not this checkout's
+    # Only the empty path and the ansible package's bundled collections - never this checkout's link or .pth.
+    env.update(ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="0", ANSIBLE_CONFIG=str(tmp_path / "ansible.cfg"),
+               ANSIBLE_COLLECTIONS_PATH="%s:%s" % (tmp_path / "collections", sysconfig.get_paths()["purelib"]))
+    bindir = os.path.dirname(sys.executable)
+    subprocess.run([os.path.join(bindir, "ansible-galaxy"), "collection", "build", "--force", "--output-path",
+                    str(tmp_path / "dist"), str(ROOT)], check=True, capture_output=True, env=env, cwd=tmp_path)
+    tarball = next((tmp_path / "dist").glob("gpufleet-vgpu-*.tar.gz"))
+    subprocess.run([os.path.join(bindir, "ansible-galaxy"), "collection", "install", "-p", str(tmp_path / "collections"),
+                    str(tarball)], check=True, capture_output=True, env=env, cwd=tmp_path)
+    installed = tmp_path / "collections" / "ansible_collections" / "gpufleet" / "vgpu"
+    assert (installed / "playbooks" / "site.yml").is_file()
+    assert not (installed / "gpufleet-report").exists() and not (installed / ".venv").exists()
+    inventory = example(tmp_path / "site")
+    proc = subprocess.run([os.path.join(bindir, "ansible-playbook"), "gpufleet.vgpu.site", "-i", inventory],
+                          capture_output=True, text=True, env=dict(env, ANSIBLE_NOCOLOR="1"), cwd=tmp_path, check=False)
+    assert proc.returncode != 0
+    assert str(installed / "playbooks" / "site.yml") in proc.stdout, proc.stdout[-3000:]
+    assert "PLAY [Preflight - every GPU node's settings" in proc.stdout, proc.stdout[-3000:]
+    # The preflight passed; the first failure is the first contact, the node play's fact gathering.
+    before_contact = proc.stdout.split("TASK [Gather facts]")[0]
+    assert "fatal:" not in before_contact and "FAILED" not in before_contact, before_contact[-3000:]
+    assert "UNREACHABLE" in proc.stdout.split("TASK [Gather facts]")[1], proc.stdout[-3000:]
+
+
+def test_check_mode_and_the_nodes_tag_pass_the_preflight_too(tmp_path):
+    for extra in (["--check", "--diff"], ["--tags", "nodes"]):
+        rc, out, err = site(example(tmp_path / extra[0].strip("-")), *extra)
+        assert set(unreachable(out)) == {"rig01"}, (extra, failed_messages(out), err[-1500:])
+
+
+# One bad input per kind of check: argument-spec type, choice and element checks, ranges, formats, cross-field
+# rules, inventory shape, and the checks that had never run. Each must fail in the preflight, before any host is
+# contacted, with a message that names the variable and the value - never Ansible's argument_spec dump.
+BAD = [
+    # type (argument specs)
+    ("type int", {"rtx4090": {"gpu_verify_expected_count": "five"}}, None,
+     ["gpu_verify", "gpu_verify_expected_count", "five"]),
+    ("type bool", {"gpu_nodes": {"node_python_require_hashes": "perhaps"}}, None,
+     ["node_python_require_hashes", "perhaps"]),
+    ("type int, container runtime", {"gpu_nodes": {"container_runtime_restart_timeout": "soon"}}, None,
+     ["container_runtime_restart_timeout", "soon"]),
+    ("type list", {"gpu_nodes": {"nvidia_driver_extra_packages": {"nvidia-fabricmanager": True}}}, None,
+     ["nvidia_driver_extra_packages"]),
+    ("type bool, cluster role", {"all": {"smoke_test_real_gpus": "sometimes"}}, None,
+     ["smoke_test", "smoke_test_real_gpus", "sometimes"]),
+    # choice
+    ("choice flavor", {"gpu_nodes": {"nvidia_driver_flavor": "nouveau"}}, None,
+     ["nvidia_driver_flavor", "nouveau", "open"]),
+    ("choice debian source", {"gpu_nodes": {"nvidia_driver_debian_source": "ubuntu"}}, None,
+     ["nvidia_driver_debian_source", "ubuntu", "cuda"]),
+    ("choice secure boot", {"gpu_nodes": {"nvidia_driver_secure_boot": "sometimes"}}, None,
+     ["nvidia_driver_secure_boot", "sometimes"]),
+    ("choice plugin mode", {"rtx4070s": {"device_plugin_operating_mode": "time-slicing"}}, None,
+     ["time-slicing", "hami-core"]),
+    ("choice MIG expectation", {"gpu_nodes": {"gpu_verify_mig_mode": "maybe"}}, None, ["gpu_verify_mig_mode", "maybe"]),
+    # range
+    ("range reboot timeout", {"gpu_nodes": {"nvidia_driver_reboot_timeout": 0}}, None,
+     ["nvidia_driver_reboot_timeout must be > 0 (got 0)"]),
+    ("range drain timeout", {"gpu_nodes": {"nvidia_driver_drain_timeout": -5}}, None,
+     ["nvidia_driver_drain_timeout must be > 0 (got -5)"]),
+    ("range restart timeout", {"gpu_nodes": {"container_runtime_restart_timeout": 0}}, None,
+     ["container_runtime_restart_timeout must be > 0 (got 0)"]),
+    ("range split 0", {"rtx4070s": {"device_plugin_split_count": 0}}, None,
+     ["node rig02: split must be an integer from 1 to 100, got 0"]),
+    ("range split 101", {"rtx4090": {"device_plugin_split_count": 101}}, None,
+     ["node rig01: split must be an integer from 1 to 100, got 101"]),
+    ("range memory", {"rtx4090": {"gpu_verify_min_memory_mib": -1}}, None, ["min_memory_mib", "-1"]),
+    # format
+    ("driver branch", {"gpu_nodes": {"nvidia_driver_branch": "57"}}, None, ["nvidia_driver_branch", "'57'", "570"]),
+    ("driver version", {"gpu_nodes": {"nvidia_driver_version": "570"}}, None, ["nvidia_driver_version", "'570'"]),
+    ("toolkit version", {"gpu_nodes": {"container_runtime_toolkit_version": "1.17.8"}}, None,
+     ["container_runtime_toolkit_version", "1.17.8-1", "'1.17.8'"]),
+    ("python pin", {"gpu_nodes": {"node_python_requirements": ["nvidia-ml-py>=12"]}}, None,
+     ["node_python_requirements", "nvidia-ml-py>=12", "name==version"]),
+    ("key id instead of fingerprint", {"gpu_nodes": {"container_runtime_repo_key_fingerprints": ["DDCAE044F796ECB0"]}},
+     None, ["container_runtime_repo_key_fingerprints", "DDCAE044F796ECB0", "40 hex digits"]),
+    ("relative venv path", {"gpu_nodes": {"node_python_venv_path": "opt/gpufleet/venv"}}, None,
+     ["node_python_venv_path='opt/gpufleet/venv'", "absolute"]),
+    ("plugin version without v", {"all": {"device_plugin_version": "1.12.0"}}, None,
+     ["device_plugin_version must look like v1.12.0, got '1.12.0'"]),
+    ("chart version range", {"all": {"volcano_chart_version": ">=1.15"}}, None,
+     ["volcano_chart_version must be an exact chart version", ">=1.15"]),
+    ("chart over plain http", {"all": {"volcano_chart_repo_url": "http://charts.example.com/volcano"}}, None,
+     ["volcano_chart_repo_url must be https:// or oci://", "http://charts.example.com/volcano"]),
+    ("negative memory scaling", {"all": {"device_plugin_device_config": {"deviceMemoryScaling": -1}}}, None,
+     ["device_plugin_device_config", "deviceMemoryScaling must be a number > 0", "-1"]),
+    ("bad model pattern", {"rtx4090": {"gpu_verify_model_pattern": "RTX (4090"}}, None,
+     ["model_pattern is not a valid regular expression", "RTX (4090"]),
+    # cross-field
+    ("version off its branch", {"gpu_nodes": {"nvidia_driver_branch": "570", "nvidia_driver_version": "565.57.01"}},
+     None, ["nvidia_driver_version 565.57.01 is not on nvidia_driver_branch 570"]),
+    ("reboot a Kubernetes node undrained", {"gpu_nodes": {"nvidia_driver_kube_drain": False}}, None,
+     ["nvidia_driver_kube_drain is false on a Kubernetes node", "nvidia_driver_reboot_undrained"]),
+    ("drain host not in the inventory", {"gpu_nodes": {"nvidia_driver_kube_host": "master9"}}, None,
+     ["nvidia_driver_kube_host is master9, which is not a host of the inventory"]),
+    ("vGPU with GPU sharing", {"all": {"volcano_deviceshare": {"vgpu_enable": True, "gpu_sharing_enable": True}}}, None,
+     ["vgpu_enable and gpu_sharing_enable cannot be combined"]),
+    ("unknown scheduler action", {"all": {"volcano_scheduler_actions": "enqueue, allocate, teleport"}}, None,
+     ["teleport"]),
+    # inventory shape
+    ("override for an unknown node", {"all": {"device_plugin_node_overrides": {"rig99": {"split": 3}}}}, None,
+     ["device_plugin_node_overrides names rig99, which is not a GPU node of the inventory"]),
+    ("host in two card groups", {}, {"rtx4090": {"rig02": {}}},
+     ["host rig02 is in groups rtx4070s", "rtx4090", "gpu_verify_min_memory_mib: 16000", "gpu_verify_model_pattern"]),
+    ("two names for one machine", {},
+     {"rtx4090": {"rig01": {"ansible_host": "10.9.9.9", "_keep_address": True}},
+      "rtx4070s": {"rig02": {"ansible_host": "10.9.9.9", "_keep_address": True}}},
+     ["hosts rig01, rig02 all have ansible_host 10.9.9.9"]),
+    ("two kubeconfig holders", {}, {"kube_control": {"master1": {}}}, ["exactly one host in group kube_control"]),
+    ("no card-group expectations, no GPU facts", {"rtx4070s": {"gpu_verify_min_memory_mib": None}}, None,
+     ["node rig02 (host rig02): no GPUs known"]),
+]
+
+
+@pytest.fixture(scope="module")
+def bad_runs(tmp_path_factory):
+    """Every case's run, several at a time (each is a separate ansible-playbook, mostly waiting on its start-up)."""
+    def run(entry):
+        case, group_vars, hosts = entry[:3]
+        return case, site(example(tmp_path_factory.mktemp("bad"), hosts=hosts, **group_vars))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        return dict(pool.map(run, BAD))
+
+
+@pytest.mark.parametrize(("case", "group_vars", "hosts", "needles"), BAD, ids=[b[0] for b in BAD])
+def test_bad_input_fails_in_the_preflight_without_contact(bad_runs, case, group_vars, hosts, needles):
+    rc, out, err = bad_runs[case]
     assert rc != 0
     messages = " ".join(failed_messages(out))
-    assert message in messages, (messages, err[-2000:])
-    assert not contacted(out), out["stats"]
-    assert json.dumps(out["stats"]).count('"changed": 0') == len(out["stats"])
+    for needle in needles:
+        assert needle in messages, (case, needle, messages, err[-1500:])
+    failed = [result for play in out["plays"] for task in play["tasks"] for result in task["hosts"].values()
+              if result.get("failed")]
+    assert failed and not any("argument_spec_data" in result for result in failed), "argument_spec dump printed"
+    assert not unreachable(out), (case, out["stats"])
+    assert len(out["plays"]) <= PREFLIGHT_PLAYS, [play["play"]["name"] for play in out["plays"]]
+    assert all(s["changed"] == 0 for s in out["stats"].values())

@@ -194,3 +194,66 @@ def test_another_gpu_device_plugin_is_refused_unless_removal_is_asked_for(lab):
         except client.exceptions.ApiException as exc:
             if exc.status != 404:
                 raise
+
+
+def _cordon(lab, steps, node="rig01"):
+    rc, out, err = run_playbook(ROOT / "tests" / "lab" / "playbooks" / "cordon.yml", "-e", "steps=%s node=%s" % (steps, node),
+                                env=lab["env"], inventory=INVENTORY)
+    assert rc == 0, (failed_messages(out), err[-2000:])
+    return out
+
+
+def _node(lab, name="rig01"):
+    node = client.CoreV1Api(lab["api"]).read_node(name)
+    return bool(node.spec.unschedulable), (node.metadata.annotations or {}).get("gpufleet.vgpu/cordoned-by")
+
+
+def test_a_reboot_uncordons_only_what_it_cordoned(lab):
+    core = client.CoreV1Api(lab["api"])
+    try:
+        # Cordoned and uncordoned by the same run: schedulable again, no mark left.
+        _cordon(lab, "drain")
+        assert _node(lab) == (True, "nvidia_driver")
+        _cordon(lab, "uncordon")  # a later run: the mark says gpufleet cordoned it
+        assert _node(lab) == (False, None)
+        # An operator's cordon: drained for the reboot, but left cordoned.
+        core.patch_node("rig01", {"spec": {"unschedulable": True}})
+        _cordon(lab, "drain,uncordon")
+        assert _node(lab) == (True, None)
+        # No mark, no cordon: the uncordon step touches nothing.
+        core.patch_node("rig01", {"spec": {"unschedulable": False}})
+        out = _cordon(lab, "uncordon")
+        assert _node(lab) == (False, None)
+        assert out["stats"]["rig01"]["changed"] == 0 and out["stats"].get("localhost", {}).get("changed", 0) == 0
+    finally:
+        core.patch_node("rig01", {"spec": {"unschedulable": False},
+                                  "metadata": {"annotations": {"gpufleet.vgpu/cordoned-by": None}}})
+
+
+def _refusal(core, name, spec):
+    """The API server's message refusing the pod, or an AssertionError when it was admitted."""
+    try:
+        core.create_namespaced_pod("mljobs", {"metadata": {"name": name}, "spec": spec})
+    except client.ApiException as exc:
+        return json.loads(exc.body)["message"]
+    core.delete_namespaced_pod(name, "mljobs")
+    raise AssertionError("pod %s was admitted" % name)
+
+
+def test_vgpu_memory_no_card_has_is_refused_at_admission(lab):
+    """The policy the role renders from the fleet's GPUs, evaluated by the lab's real API server: a whole RTX 4090
+    (8188 units of 3 MiB) is admitted, one unit more is refused with the unit and the largest card explained."""
+    rc, out, err = converge(lab)
+    assert rc == 0, (failed_messages(out), err[-2000:])
+    core = client.CoreV1Api(lab["api"])
+    pod = core.create_namespaced_pod("mljobs", {"metadata": {"name": "whole-4090"}, "spec": vgpu_pod_spec(8188)})
+    core.delete_namespaced_pod(pod.metadata.name, "mljobs")
+    message = _refusal(core, "too-big", vgpu_pod_spec(8189))
+    for fragment in ("asks for 8189 units", "units of 3 MiB", "NVIDIA GeForce RTX 4090 on rig01 with 24564 MiB = 8188",
+                     "at most 8188"):
+        assert fragment in message, (fragment, message)
+    # An init container counts too.
+    spec = vgpu_pod_spec(100)
+    spec["initContainers"] = [dict(spec["containers"][0], name="prep",
+                                   resources={"limits": {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "9000"}})]
+    assert "asks for 9000 units" in _refusal(core, "big-init", spec)

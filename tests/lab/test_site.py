@@ -43,6 +43,12 @@ def test_site_end_to_end_then_no_change_outside_the_smoke_test(lab, tmp_path):
     assert (totals["gpus"], totals["vgpus"]) == (10, 20)
     markdown = (tmp_path / "first" / "report.md").read_text()
     assert "## Smoke tests" in markdown and "## vGPU capacity" in markdown
+    # What gpu_verify found is in the report, per node and GPU: rig02's fixture has one card at x8 of x16.
+    assert report["gpu_checks"]["rig01"] == {"ok": True, "failures": [], "warnings": []}, report["gpu_checks"]
+    [warning] = report["gpu_checks"]["rig02"]["warnings"]
+    assert warning.startswith("GPU 2 (") and "PCIe link x8 of x16" in warning, warning
+    assert "## GPU checks (gpu_verify)" in markdown and "- rig02: warning: " + warning in markdown, markdown
+    assert "- rig01: OK, no findings" in markdown
     # The node layers really ran on the podman hosts: gpu_verify read the fake NVML of each node.
     verdicts = [res for play in out["plays"] for task in play["tasks"] if task["task"]["name"].endswith("Judge the node")
                 for res in task["hosts"].values()]

@@ -309,3 +309,43 @@ def test_node_names(hosts, hostvars, want):
 ])
 def test_host_gpus_sources_in_order(hostvars, want):
     assert [(g["uuid"], g["model"], g["memory_mib"]) for g in vp.host_gpus(hostvars)] == want
+
+
+@pytest.mark.parametrize("overrides, fragment", [
+    ({"deviceMemoryScaling": -1}, "deviceMemoryScaling must be a number > 0"),
+    ({"deviceMemoryScaling": 0}, "deviceMemoryScaling must be a number > 0"),
+    ({"deviceCoreScaling": "2"}, "deviceCoreScaling must be a number > 0"),
+    ({"defaultMemory": -5}, "defaultMemory must be an integer >= 0, got -5"),
+    ({"defaultCores": 150}, "defaultCores is a percentage of one GPU (0-100), got 150"),
+    ({"defaultGPUNum": 0}, "defaultGPUNum must be an integer >= 1"),
+    ({"deviceSplitCount": True}, "deviceSplitCount must be an integer >= 1"),
+])
+def test_device_config_refuses_values_the_plugin_would_misuse(overrides, fragment):
+    with pytest.raises(vp.PluginConfigError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+        vp.device_config(overrides)
+
+
+def test_device_config_accepts_oversubscription():
+    assert vp.device_config({"deviceMemoryScaling": 1.5})["deviceMemoryScaling"] == 1.5
+
+
+def _plan(version="v1.12.0", **host):
+    hostvars = {"rig01": dict({"device_plugin_gpus": {"count": 1, "model": "m", "memory_mib": 24564}}, **host)}
+    return vp.plan({"hosts": ["rig01"], "defaults": {"split": 2}, "version": version}, hostvars)
+
+
+def test_plugin_version_needs_its_v():
+    assert _plan(version="1.12.0")["errors"] == ["device_plugin_version must look like v1.12.0, got '1.12.0'"]
+    assert _plan()["errors"] == []
+
+
+@pytest.mark.parametrize("host, fragment", [
+    ({"device_plugin_gpus": {"count": "five", "memory_mib": 1}}, "device_plugin_gpus.count must be an integer, got 'five'"),
+    ({"device_plugin_gpus": {}, "gpu_verify_expected_count": "five", "gpu_verify_min_memory_mib": 24000},
+     "gpu_verify_expected_count must be an integer, got 'five'"),
+    ({"device_plugin_gpus": {}, "gpu_verify_expected_count": 5, "gpu_verify_min_memory_mib": True},
+     "gpu_verify_min_memory_mib must be an integer, got True"),
+])
+def test_inventory_sizes_of_the_wrong_type_are_messages(host, fragment):
+    errors = _plan(**host)["errors"]
+    assert errors == ["node rig01 (host rig01): " + fragment], errors

@@ -1,0 +1,111 @@
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Inventory shape checks that Ansible's own variable merge hides (controller only, no Ansible imports)."""
+
+from __future__ import annotations
+
+# The variables gpufleet's roles read. Two groups that set one of them for the same host, neither inside the other,
+# are resolved by Ansible's group order (depth, then name) - silently.
+ROLE_PREFIXES = ("node_python_", "nvidia_driver_", "container_runtime_", "gpu_verify_", "volcano_",
+                 "device_plugin_", "smoke_test_", "gpufleet_")
+
+
+def _ancestors(export):
+    """group -> set of the groups above it, from `ansible-inventory --export --list`."""
+    parents = {}
+    for group, body in export.items():
+        if group == "_meta" or not isinstance(body, dict):
+            continue
+        for child in body.get("children") or ():
+            parents.setdefault(child, set()).add(group)
+    memo = {}
+
+    def walk(group, seen=()):
+        if group not in memo:
+            found = set()
+            for parent in parents.get(group, ()):
+                if parent not in seen:
+                    found |= {parent} | walk(parent, seen + (group,))
+            memo[group] = found
+        return memo[group]
+
+    return {group: walk(group) for group in export if group != "_meta"}
+
+
+def host_groups(export):
+    """host -> set of every group it is in, directly or through children."""
+    ancestors = _ancestors(export)
+    hosts = {}
+    for group, body in export.items():
+        if group == "_meta" or not isinstance(body, dict):
+            continue
+        for host in body.get("hosts") or ():
+            hosts.setdefault(host, set()).update({group} | ancestors.get(group, set()))
+    return hosts
+
+
+def group_conflicts(export, hosts, prefixes=ROLE_PREFIXES):
+    """Messages for each host of ``hosts`` whose unrelated groups set one gpufleet variable to different values.
+
+    Groups with different ``ansible_group_priority`` are an explicit order and not reported; a host variable of
+    the same name settles the value for that host and is not reported either.
+    """
+    ancestors = _ancestors(export)
+    host_vars = (export.get("_meta") or {}).get("hostvars") or {}
+    membership = host_groups(export)
+    messages = []
+    for host in sorted(hosts):
+        groups = sorted(membership.get(host, ()))
+        seen = {}
+        for group in groups:
+            variables = (export.get(group) or {}).get("vars") or {}
+            for name, value in variables.items():
+                if name.startswith(prefixes) and name not in host_vars.get(host, {}):
+                    seen.setdefault(name, []).append((group, value))
+        for name, settings in sorted(seen.items()):
+            clashes = []
+            for i, (group_a, value_a) in enumerate(settings):
+                for group_b, value_b in settings[i + 1:]:
+                    related = group_a in ancestors.get(group_b, ()) or group_b in ancestors.get(group_a, ())
+                    priority = [(export.get(g) or {}).get("vars", {}).get("ansible_group_priority", 1)
+                                for g in (group_a, group_b)]
+                    if value_a != value_b and not related and priority[0] == priority[1]:
+                        clashes.append((group_a, value_a, group_b, value_b))
+            if clashes:
+                group_a, value_a, group_b, value_b = clashes[0]
+                messages.append(
+                    "host %s is in groups %s (%s: %r) and %s (%s: %r), neither inside the other: Ansible would "
+                    "silently take one by group depth and name. Put the host in one card group, set %s in its "
+                    "host_vars, or order the groups with ansible_group_priority"
+                    % (host, group_a, name, value_a, group_b, name, value_b, name))
+    return messages
+
+
+def duplicate_addresses(addresses):
+    """Messages for inventory hosts that share one address and port; ``addresses``: host -> (address, port)."""
+    by_address = {}
+    for host, (address, port) in sorted(addresses.items()):
+        by_address.setdefault((str(address), str(port or "")), []).append(host)
+    messages = []
+    for (address, port), names in sorted(by_address.items()):
+        if len(names) > 1:
+            messages.append(
+                "hosts %s all have ansible_host %s%s: one machine under several names would get its driver, "
+                "reboot and split from each of them. Give each its own address, or one inventory name"
+                % (", ".join(names), address, (" port %s" % port) if port else ""))
+    return messages
+
+
+def options_without_defaults(options):
+    """A role's argument_spec options with every ``default`` removed (suboptions too).
+
+    The preflight checks only what the inventory sets: a spec default is documentation of the role's defaults file
+    (often a Jinja expression that only means something inside the role), not a value to validate.
+    """
+    stripped = {}
+    for name, spec in (options or {}).items():
+        spec = {key: value for key, value in (spec or {}).items() if key != "default"}
+        if "options" in spec:
+            spec["options"] = options_without_defaults(spec["options"])
+        stripped[name] = spec
+    return stripped
