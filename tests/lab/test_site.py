@@ -49,6 +49,7 @@ def test_site_end_to_end_then_no_change_outside_the_smoke_test(lab, tmp_path):
     assert warning.startswith("GPU 2 (") and "PCIe link x8 of x16" in warning, warning
     assert "## GPU checks (gpu_verify)" in markdown and "- rig02: warning: " + warning in markdown, markdown
     assert "- rig01: OK, no findings" in markdown
+    assert "\\n" not in markdown and markdown.startswith("# gpufleet report\n\n## Smoke tests")  # real line breaks
     # The node layers really ran on the podman hosts: gpu_verify read the fake NVML of each node.
     verdicts = [res for play in out["plays"] for task in play["tasks"] if task["task"]["name"].endswith("Judge the node")
                 for res in task["hosts"].values()]
