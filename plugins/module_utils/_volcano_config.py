@@ -26,12 +26,6 @@ KNOWN_PLUGINS = ("drf", "gang", "deviceshare", "predicates", "priority", "nodeor
                  "extender", "resourcequota")
 SCHEDULE_POLICIES = ("binpack", "spread")
 
-DEFAULT_TIERS = [
-    {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False}, {"name": "conformance"}]},
-    {"plugins": [{"name": "overcommit"}, {"name": "drf", "enablePreemptable": False}, {"name": "deviceshare"},
-                 {"name": "predicates"}, {"name": "proportion"}, {"name": "nodeorder"}, {"name": "binpack"}]},
-]
-
 # Structured deviceshare settings -> the plugin's argument keys (pkg/scheduler/plugins/deviceshare/deviceshare.go).
 DEVICESHARE_KEYS = {
     "vgpu_enable": "deviceshare.VGPUEnable",

@@ -1,10 +1,16 @@
 """Table tests for Volcano's scheduler/admission configuration built from structured settings."""
 
+import pathlib
+
 import pytest
+import yaml
 
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _volcano_config as vc
 
 ACTIONS = ["enqueue", "allocate", "backfill"]
+# The tiers the role ships (its defaults), not a copy of them.
+DEFAULT_TIERS = yaml.safe_load((pathlib.Path(__file__).resolve().parents[4] / "roles" / "volcano" / "defaults"
+                                / "main.yml").read_text())["volcano_scheduler_tiers"]
 
 
 def plugins(conf, tier=1):
@@ -16,7 +22,7 @@ def plugin(conf, name):
 
 
 def test_default_keeps_the_chart_default_and_adds_deviceshare():
-    conf = vc.scheduler_conf(ACTIONS, vc.DEFAULT_TIERS, {"vgpu_enable": True, "schedule_policy": "binpack"})
+    conf = vc.scheduler_conf(ACTIONS, DEFAULT_TIERS, {"vgpu_enable": True, "schedule_policy": "binpack"})
     assert conf["actions"] == "enqueue, allocate, backfill"
     # What the article's override lost: overcommit and enablePreemptable: false.
     assert plugins(conf) == ["overcommit", "drf", "deviceshare", "predicates", "proportion", "nodeorder", "binpack"]
@@ -33,12 +39,12 @@ def test_deviceshare_inserted_before_predicates_when_missing():
 
 
 def test_deviceshare_left_out_when_nothing_is_shared():
-    conf = vc.scheduler_conf(ACTIONS, vc.DEFAULT_TIERS, {"vgpu_enable": False})
+    conf = vc.scheduler_conf(ACTIONS, DEFAULT_TIERS, {"vgpu_enable": False})
     assert "deviceshare" not in plugins(conf)
 
 
 def test_binpack_arguments():
-    conf = vc.scheduler_conf(ACTIONS, vc.DEFAULT_TIERS, {"vgpu_enable": True},
+    conf = vc.scheduler_conf(ACTIONS, DEFAULT_TIERS, {"vgpu_enable": True},
                              {"weight": 10, "resources": {"volcano.sh/vgpu-number": 5, "volcano.sh/vgpu-memory": 1}})
     assert plugin(conf, "binpack")["arguments"] == {
         "binpack.weight": 10, "binpack.resources": "volcano.sh/vgpu-memory,volcano.sh/vgpu-number",
@@ -46,21 +52,21 @@ def test_binpack_arguments():
 
 
 @pytest.mark.parametrize("actions, tiers, deviceshare, binpack, message", [
-    (ACTIONS, vc.DEFAULT_TIERS, {"vgpu_enable": True, "gpu_sharing_enable": True}, {},
+    (ACTIONS, DEFAULT_TIERS, {"vgpu_enable": True, "gpu_sharing_enable": True}, {},
      "vgpu_enable and gpu_sharing_enable cannot be combined"),
-    (ACTIONS, vc.DEFAULT_TIERS, {"gpu_sharing_enable": True, "gpu_number_enable": True}, {},
+    (ACTIONS, DEFAULT_TIERS, {"gpu_sharing_enable": True, "gpu_number_enable": True}, {},
      "gpu_sharing_enable and gpu_number_enable cannot be combined"),
-    (ACTIONS, vc.DEFAULT_TIERS, {"vgpu_enable": True, "schedule_policy": "pack"}, {},
+    (ACTIONS, DEFAULT_TIERS, {"vgpu_enable": True, "schedule_policy": "pack"}, {},
      "schedule_policy must be one of binpack, spread"),
-    (ACTIONS, vc.DEFAULT_TIERS, {"vgpu_enable": "yes"}, {}, "vgpu_enable must be true or false"),
-    (ACTIONS, vc.DEFAULT_TIERS, {"vgpu_enable": True, "schedule_weight": -1}, {}, "schedule_weight must be an integer"),
-    (ACTIONS, vc.DEFAULT_TIERS, {"vgpuEnable": True}, {}, "unknown key(s) vgpuEnable"),
-    (["enqueue", "place"], vc.DEFAULT_TIERS, {}, {}, "unknown action 'place'"),
-    ([], vc.DEFAULT_TIERS, {}, {}, "volcano_scheduler_actions must not be empty"),
+    (ACTIONS, DEFAULT_TIERS, {"vgpu_enable": "yes"}, {}, "vgpu_enable must be true or false"),
+    (ACTIONS, DEFAULT_TIERS, {"vgpu_enable": True, "schedule_weight": -1}, {}, "schedule_weight must be an integer"),
+    (ACTIONS, DEFAULT_TIERS, {"vgpuEnable": True}, {}, "unknown key(s) vgpuEnable"),
+    (["enqueue", "place"], DEFAULT_TIERS, {}, {}, "unknown action 'place'"),
+    ([], DEFAULT_TIERS, {}, {}, "volcano_scheduler_actions must not be empty"),
     (ACTIONS, [{"plugins": []}], {}, {}, "needs a non-empty 'plugins' list"),
     (ACTIONS, [{"plugins": [{"name": "gang"}, {"name": "gang"}]}], {}, {}, "listed twice: gang"),
     (ACTIONS, [{"plugins": [{"name": "gang"}]}], {"vgpu_enable": True}, {}, "nowhere to put it"),
-    (ACTIONS, vc.DEFAULT_TIERS, {}, {"weight": -2}, "volcano_binpack.weight must be an integer >= 0"),
+    (ACTIONS, DEFAULT_TIERS, {}, {"weight": -2}, "volcano_binpack.weight must be an integer >= 0"),
 ])
 def test_validate(actions, tiers, deviceshare, binpack, message):
     errors = vc.validate(actions, tiers, deviceshare, binpack)
@@ -76,9 +82,9 @@ DOC_TIERS = [{"plugins": [{"name": "priority"}, {"name": "gang"}]},
 
 @pytest.mark.parametrize("actions, tiers, deviceshare, message", [
     # Every character of a comma string used to be read as an action.
-    ("enqueue, allocate, teleport", vc.DEFAULT_TIERS, {}, "unknown action 'teleport'"),
-    ("enqueue,,allocate", vc.DEFAULT_TIERS, {}, "unknown action ''"),
-    (7, vc.DEFAULT_TIERS, {}, "must be a list or a comma-separated string"),
+    ("enqueue, allocate, teleport", DEFAULT_TIERS, {}, "unknown action 'teleport'"),
+    ("enqueue,,allocate", DEFAULT_TIERS, {}, "unknown action ''"),
+    (7, DEFAULT_TIERS, {}, "must be a list or a comma-separated string"),
     (ACTIONS, [{"plugins": [{"name": "gang"}, {"name": "predicate"}]}], {}, "unknown plugin 'predicate'"),
     # Tier arguments are checked like the structured ones ...
     (ACTIONS, [{"plugins": [{"name": "predicates"}, {"name": "deviceshare", "arguments": {
@@ -106,14 +112,14 @@ def test_validate_real_world_shapes(actions, tiers, deviceshare, message):
 
 
 def test_comma_string_actions_as_volcano_writes_them():
-    assert vc.validate("enqueue, allocate, backfill", vc.DEFAULT_TIERS, {"vgpu_enable": True}) == []
-    conf = vc.scheduler_conf("enqueue,allocate , backfill", vc.DEFAULT_TIERS, {"vgpu_enable": True})
+    assert vc.validate("enqueue, allocate, backfill", DEFAULT_TIERS, {"vgpu_enable": True}) == []
+    conf = vc.scheduler_conf("enqueue,allocate , backfill", DEFAULT_TIERS, {"vgpu_enable": True})
     assert conf["actions"] == "enqueue, allocate, backfill"
 
 
 @pytest.mark.parametrize("action", ["gangpreempt", "gangreclaim", "preempt", "reclaim", "shuffle"])
 def test_actions_of_the_pinned_volcano_are_accepted(action):
-    assert vc.validate(ACTIONS + [action], vc.DEFAULT_TIERS, {}) == []
+    assert vc.validate(ACTIONS + [action], DEFAULT_TIERS, {}) == []
 
 
 def test_custom_plugins_are_accepted_when_declared():
@@ -142,8 +148,8 @@ def test_deviceshare_arguments_in_tiers_merge_with_structured_settings():
 
 
 def test_validate_accepts_the_defaults():
-    assert vc.validate(ACTIONS, vc.DEFAULT_TIERS, {"vgpu_enable": True, "schedule_policy": "spread",
-                                                   "schedule_weight": 10}) == []
+    deviceshare = {"vgpu_enable": True, "schedule_policy": "spread", "schedule_weight": 10}
+    assert vc.validate(ACTIONS, DEFAULT_TIERS, deviceshare) == []
 
 
 @pytest.mark.parametrize("admissions, namespaces, want", [
@@ -163,7 +169,7 @@ def test_admission_conf():
 
 
 def test_config_hash_is_stable_and_sensitive():
-    one = vc.scheduler_conf(ACTIONS, vc.DEFAULT_TIERS, {"vgpu_enable": True})
-    two = vc.scheduler_conf(ACTIONS, vc.DEFAULT_TIERS, {"vgpu_enable": True, "schedule_policy": "spread"})
+    one = vc.scheduler_conf(ACTIONS, DEFAULT_TIERS, {"vgpu_enable": True})
+    two = vc.scheduler_conf(ACTIONS, DEFAULT_TIERS, {"vgpu_enable": True, "schedule_policy": "spread"})
     assert vc.config_hash(one) == vc.config_hash(dict(one))
     assert vc.config_hash(one) != vc.config_hash(two)
