@@ -22,8 +22,13 @@ options:
     type: list
     elements: str
     required: true
-  addresses:
-    description: Host to C([address, port]) for the hosts that set C(ansible_host).
+  all_hosts:
+    description: Every inventory host (C(groups['all'])); those that set C(ansible_host) are compared by address.
+    type: list
+    elements: str
+    required: true
+  hostvars:
+    description: Ansible's C(hostvars).
     type: dict
     required: true
 """
@@ -36,7 +41,7 @@ EXAMPLES = r"""
   vars:
     _errors: >-
       {{ lookup('ansible.builtin.pipe', 'ansible-inventory --export --list -i inventories/example') | from_json
-         | gpufleet.vgpu.inventory_shape_errors(groups['gpu_nodes'], {}) }}
+         | gpufleet.vgpu.inventory_shape_errors(groups['gpu_nodes'], groups['all'], hostvars) }}
 """
 
 RETURN = r"""
@@ -50,10 +55,13 @@ _value:
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _inventory
 
 
-def inventory_shape_errors(export, hosts, addresses):
-    found = _inventory.group_conflicts(export or {}, hosts or [])
-    found += _inventory.duplicate_addresses({host: tuple(value) for host, value in (addresses or {}).items()})
-    return found
+def inventory_shape_errors(export, hosts, all_hosts, hostvars):
+    addresses = {}
+    for host in all_hosts or []:
+        host_vars = hostvars.get(host) or {}
+        if host_vars.get("ansible_host") is not None:
+            addresses[host] = (host_vars["ansible_host"], host_vars.get("ansible_port") or "")
+    return _inventory.group_conflicts(export or {}, hosts or []) + _inventory.duplicate_addresses(addresses)
 
 
 def argument_spec_options(argument_specs):

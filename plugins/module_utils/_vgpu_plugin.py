@@ -140,13 +140,18 @@ def memory_list_bytes(gpus, factor):
     return size
 
 
+def kept_gpus(gpus, settings):
+    """The GPUs the plugin registers: those not left out by filter_uuid / filter_index."""
+    return [g for g in gpus if g["uuid"] not in settings["filter_uuid"] and g["index"] not in settings["filter_index"]]
+
+
 def registration(gpus, settings):
     """Annotation value of volcano.sh/node-vgpu-register and the node's extended resources.
 
     gpus: [{"uuid", "index", "model", "memory_mib"}] as NVML reports them. Filtered devices are left out.
     """
     factor = settings["memory_factor"]
-    kept = [g for g in gpus if g["uuid"] not in settings["filter_uuid"] and g["index"] not in settings["filter_index"]]
+    kept = kept_gpus(gpus, settings)
     entries = ["%s,%d,%d,NVIDIA-%s,true,%s" % (g["uuid"], settings["split"], g["memory_mib"] // factor, g["model"],
                                                settings["mode"]) for g in kept]
     memory_units = sum(g["memory_mib"] // factor for g in kept)
@@ -347,8 +352,7 @@ def plan(settings, hostvars):
             # Before v1.12 only flags count: one DaemonSet per split count; filters and modes are not available.
             effective.update(mode="hami-core", filter_uuid=[], filter_index=[])
             groups.setdefault(effective["split"], []).append(name)
-        kept[name] = [g for g in spec["gpus"]
-                      if g["uuid"] not in effective["filter_uuid"] and g["index"] not in effective["filter_index"]]
+        kept[name] = kept_gpus(spec["gpus"], effective)
         dummy, resources = registration(spec["gpus"], effective)
         expected[name] = dict(resources, host=spec["host"], gpus=len(spec["gpus"]), split=effective["split"],
                               memory_mib=sum(g["memory_mib"] for g in spec["gpus"]))

@@ -32,9 +32,9 @@ def _ancestors(export):
     return {group: walk(group) for group in export if group != "_meta"}
 
 
-def host_groups(export):
+def host_groups(export, ancestors=None):
     """host -> set of every group it is in, directly or through children."""
-    ancestors = _ancestors(export)
+    ancestors = _ancestors(export) if ancestors is None else ancestors
     hosts = {}
     for group, body in export.items():
         if group == "_meta" or not isinstance(body, dict):
@@ -52,7 +52,7 @@ def group_conflicts(export, hosts, prefixes=ROLE_PREFIXES):
     """
     ancestors = _ancestors(export)
     host_vars = (export.get("_meta") or {}).get("hostvars") or {}
-    membership = host_groups(export)
+    membership = host_groups(export, ancestors)
     messages = []
     for host in sorted(hosts):
         groups = sorted(membership.get(host, ()))

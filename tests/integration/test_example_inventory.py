@@ -21,30 +21,23 @@ PREFLIGHT_PLAYS = 2
 
 
 def example(tmp_path, hosts=None, **group_vars):
-    """A copy of inventories/example with every host at 127.0.0.<n>:9, ``group_vars`` merged into its group files and
-    ``hosts`` ({group: {host: vars}}) merged into hosts.yml."""
+    """A copy of inventories/example with every host at 127.0.0.<n>:9, then ``hosts`` ({group: {host: vars}}) merged
+    into hosts.yml and ``group_vars`` into its group files."""
     dest = tmp_path / "mysite"
     shutil.copytree(ROOT / "inventories" / "example", dest)
     inventory = yaml.safe_load((dest / "hosts.yml").read_text())
     children = inventory["all"]["children"]
-    groups = dict(children)
-    groups.update(children["gpu_nodes"]["children"])
+    groups = dict(children, **children["gpu_nodes"]["children"])
+    addressed = [values for body in groups.values() for values in (body.get("hosts") or {}).values()
+                 if values and "ansible_host" in values]
+    for number, values in enumerate(addressed, start=2):
+        values.update(ansible_host="127.0.0.%d" % number, ansible_port=9, ansible_connection="ssh")
     for group, members in (hosts or {}).items():
-        groups.setdefault(group, {"hosts": {}})
-        if group not in children and group not in children["gpu_nodes"]["children"]:
-            children[group] = groups[group]
-        groups[group].setdefault("hosts", {})
+        if group not in groups:
+            groups[group] = children[group] = {"hosts": {}}
+        body = groups[group].setdefault("hosts", {})
         for host, values in members.items():
-            groups[group]["hosts"][host] = dict(groups[group]["hosts"].get(host) or {}, **values)
-    addresses = {}
-    for body in groups.values():
-        for host, values in (body.get("hosts") or {}).items():
-            if values and "ansible_host" in values and not values.get("_keep_address"):
-                addresses.setdefault(host, len(addresses) + 2)
-                values.update(ansible_host="127.0.0.%d" % addresses[host], ansible_port=9,
-                              ansible_connection="ssh")
-            if values:
-                values.pop("_keep_address", None)
+            body[host] = dict(body.get(host) or {}, **values)
     (dest / "hosts.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
     for group, values in group_vars.items():
         path = dest / "group_vars" / ("%s.yml" % group)
@@ -201,9 +194,8 @@ BAD = [
     ("host in two card groups", {}, {"rtx4090": {"rig02": {}}},
      ["host rig02 is in groups rtx4070s", "rtx4090", "gpu_verify_min_memory_mib: 16000", "gpu_verify_model_pattern"]),
     ("two names for one machine", {},
-     {"rtx4090": {"rig01": {"ansible_host": "10.9.9.9", "_keep_address": True}},
-      "rtx4070s": {"rig02": {"ansible_host": "10.9.9.9", "_keep_address": True}}},
-     ["hosts rig01, rig02 all have ansible_host 10.9.9.9"]),
+     {"rtx4090": {"rig01": {"ansible_host": "127.0.0.99"}}, "rtx4070s": {"rig02": {"ansible_host": "127.0.0.99"}}},
+     ["hosts rig01, rig02 all have ansible_host 127.0.0.99 port 9"]),
     ("two kubeconfig holders", {}, {"kube_control": {"master1": {}}}, ["exactly one host in group kube_control"]),
     ("no card-group expectations, no GPU facts", {"rtx4070s": {"gpu_verify_min_memory_mib": None}}, None,
      ["node rig02 (host rig02): no GPUs known"]),
