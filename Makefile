@@ -12,7 +12,7 @@ export CONTAINERS_CONF := $(CURDIR)/tests/harness/containers.conf
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.build/collections
 export PATH := $(BIN):$(PATH)
 
-.PHONY: help deps bootstrap lock lint sanity units integration images repos molecule test site site-ci lab lab-down lab-test lab-gang bench clean build changelog
+.PHONY: help deps bootstrap lock lint sanity units integration images repos molecule test site site-loop site-ci lab lab-down lab-test lab-gang bench clean build changelog
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -24,7 +24,9 @@ bootstrap: $(VENV)/.installed $(VENV)/.paths $(COLLECTION_LINK) ## Create the pi
 
 $(VENV)/.installed: requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet -r requirements.txt -c constraints.txt
+	@echo "[bootstrap] pip: installing the pinned toolchain into .venv (ansible, molecule, linters; a few minutes cold)"
+	@t0=$$SECONDS; $(BIN)/pip install --quiet -r requirements.txt -c constraints.txt \
+	  && echo "[bootstrap] pip: done in $$((SECONDS - t0)) s"
 	touch $@
 
 # The one way tests, benchmarks and the lab import this checkout's Python: the collection as
@@ -57,8 +59,10 @@ units: bootstrap ## Unit tests of pure logic (pytest)
 integration: bootstrap ## Playbook-level tests that need no test host (pytest)
 	pytest tests/integration
 
-images: ## Build (or reuse) the systemd test-host images
-	tests/harness/build-images.sh
+# The images the lab's GPU hosts (and B1's) start from; molecule needs all three (IMAGES empty).
+LAB_IMAGES := el9
+images: ## Build (or reuse) the systemd test-host images (IMAGES="el9 debian13" for some)
+	tests/harness/build-images.sh $(IMAGES)
 
 repos: ## Build (or reuse) the signed local package repositories
 	tests/harness/build-repos.sh
@@ -75,13 +79,13 @@ build: bootstrap ## Build the collection tarball
 changelog: bootstrap ## Render CHANGELOG.rst from changelogs/fragments
 	antsibull-changelog lint && antsibull-changelog generate
 
-# The lab's Go builds (CPU) run while the test-host images and repositories are built (network and disk): on a fresh
-# machine that saves the image time. Its progress lines ([lab-build] ..., each with its time) show as they come; the
+# The lab's Go builds (CPU) run while the test-host images the lab uses (LAB_IMAGES) and the repositories are built
+# (network and disk): on a fresh machine that saves the image time. Its progress lines ([lab-build] ..., each with its time) show as they come; the
 # full log is kept and printed when a build fails.
 define lab_build_with_images
 	mkdir -p $(GPUFLEET_CACHE)
 	( set -o pipefail; tools/lab/build.sh 2>&1 | tee $(GPUFLEET_CACHE)/lab-build.log | grep --line-buffered '^\[lab-build\]' ) & build=$$!; \
-	$(MAKE) --no-print-directory images repos; rc=$$?; \
+	$(MAKE) --no-print-directory images repos IMAGES="$(LAB_IMAGES)"; rc=$$?; \
 	if ! wait $$build; then tail -n 80 $(GPUFLEET_CACHE)/lab-build.log; exit 1; fi; exit $$rc
 endef
 
@@ -92,11 +96,21 @@ site: deps bootstrap ## The main job: the local lab (if not up) and playbooks/si
 	@cat gpufleet-report/report.md
 	@echo "Report: gpufleet-report/report.md and smoke.json. The lab keeps running: KUBECONFIG=$$(python tools/lab/lab.py status | sed -n 's/^KUBECONFIG=//p'); 'make lab-down' stops it."
 
+SITE_RUNS ?= 5
+site-loop: deps bootstrap ## `make site` SITE_RUNS times in a row (default 5) from a fresh lab: a line per run, logs in .build/site-loop
+	python tools/lab/lab.py down
+	@mkdir -p .build/site-loop; passed=0; for run in $$(seq 1 $(SITE_RUNS)); do t0=$$SECONDS; \
+	  if $(MAKE) --no-print-directory site >.build/site-loop/run-$$run.log 2>&1; then verdict=passed; passed=$$((passed + 1)); \
+	  else verdict=FAILED; fi; \
+	  echo "[site-loop] run $$run of $(SITE_RUNS): $$verdict in $$((SECONDS - t0)) s (.build/site-loop/run-$$run.log)"; \
+	done; echo "[site-loop] $$passed of $(SITE_RUNS) passed"; [ $$passed -eq $(SITE_RUNS) ]
+
 site-ci: bootstrap ## `make site` on a fresh lab of its own, then that lab stopped (a stage of make test)
 	GPUFLEET_LAB_DIR=$(GPUFLEET_CACHE)/lab-site-ci python tools/lab/lab.py down
 	GPUFLEET_LAB_DIR=$(GPUFLEET_CACHE)/lab-site-ci $(MAKE) --no-print-directory site; rc=$$?; \
 	GPUFLEET_LAB_DIR=$(GPUFLEET_CACHE)/lab-site-ci python tools/lab/lab.py down; exit $$rc
 
+lab: IMAGES = $(LAB_IMAGES)
 lab: bootstrap images repos ## Start the local lab (reused when healthy, replaced when broken); vGPUs come with site.yml or cluster.yml
 	@if python tools/lab/lab.py status >/dev/null 2>&1; then echo "The lab is up and healthy; reusing it."; \
 	else python tools/lab/lab.py down && python tools/lab/lab.py up; fi

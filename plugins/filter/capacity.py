@@ -27,6 +27,12 @@ options:
     description: MiB per C(volcano.sh/vgpu-memory) unit (gpuMemoryFactor).
     type: int
     default: 1
+  default_memory:
+    description:
+      - What a vGPU request without C(volcano.sh/vgpu-memory) gets, as the device_plugin role recorded it on the
+        device ConfigMap (annotation C(gpufleet.io/vgpu-default-memory)); empty means the whole card, Volcano's rule.
+    type: str
+    default: ""
 """
 
 EXAMPLES = r"""
@@ -45,8 +51,8 @@ _value:
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _capacity as cap
 
 
-def vgpu_capacity_report(nodes, pods, memory_factor=1):
-    capacity = cap.report(nodes, pods, int(memory_factor))
+def vgpu_capacity_report(nodes, pods, memory_factor=1, default_memory=""):
+    capacity = cap.report(nodes, pods, int(memory_factor), default_memory)
     capacity["markdown"] = cap.markdown(capacity)
     capacity["lines"] = ["%s: %d GPUs, %d of %d vGPUs allocated, %d of %d MiB allocated" % (
         row["node"], len(row["gpus"]), row["vgpus_allocated"], row["vgpus"], row["memory_mib_allocated"],

@@ -38,7 +38,9 @@ RETURN = r"""
 _value:
   description: >-
     C(errors) (nothing else when not empty), C(memory_factor), C(device_config), C(node_config) (JSON text),
-    C(expected) (per node vgpu-number/-memory/-cores), C(legacy), C(split_groups) and C(node_names).
+    C(expected) (per node vgpu-number/-memory/-cores), C(legacy), C(daemonsets), C(node_labels),
+    C(node_label_patches), C(node_names), C(factor_by_node) (the factor each node alone would need), C(gpus) (what
+    each node registers), C(handshake) and C(config_hash).
   type: dict
 """
 
@@ -71,6 +73,18 @@ def vgpu_admission_policy(plan, name="gpufleet-vgpu-memory"):
     return _admission.policy(name, largest, plan["memory_factor"], resource)
 
 
+def vgpu_default_memory_policy(plan, name="gpufleet-vgpu-default-memory",
+                               api_version=_admission.MUTATING_POLICY_APIS[0]):
+    splits = {node: want["split"] for node, want in (plan.get("expected") or {}).items()}
+    share = _admission.even_share(plan.get("gpus") or {}, splits, plan["memory_factor"])
+    if share is None:
+        return []
+    config = plan.get("device_config") or {}
+    names = {key: config[field] for key, field in (("number", "resourceCountName"), ("memory", "resourceMemoryName"),
+                                                   ("percentage", "resourceMemoryPercentageName")) if config.get(field)}
+    return _admission.default_memory_policy(name, share, api_version, names)
+
+
 def vgpu_version_compatibility(volcano_version, plugin):
     return _compat.check(volcano_version, plugin)
 
@@ -82,4 +96,5 @@ class FilterModule:
         return {"vgpu_plugin_plan": vgpu_plugin_plan, "vgpu_registration_check": vgpu_registration_check,
                 "vgpu_conflicting_daemonsets": vgpu_conflicting_daemonsets,
                 "vgpu_version_compatibility": vgpu_version_compatibility, "vgpu_node_names": vgpu_node_names,
-                "vgpu_admission_policy": vgpu_admission_policy}
+                "vgpu_admission_policy": vgpu_admission_policy,
+                "vgpu_default_memory_policy": vgpu_default_memory_policy}

@@ -72,8 +72,14 @@ def _live(pod):
     return status in ("Pending", "Running") and (pod.get("spec") or {}).get("nodeName")
 
 
-def report(nodes, pods, memory_factor=1):
-    """Per node and GPU: model, memory, split, vGPUs, memory per vGPU, allocated; and fleet totals."""
+WHOLE_CARD = "whole-card"
+
+
+def report(nodes, pods, memory_factor=1, default_memory=""):
+    """Per node and GPU: model, memory, split, vGPUs, memory per vGPU, allocated; and fleet totals.
+
+    default_memory: what a vGPU request without memory gets, as the device_plugin role recorded it ("whole-card" or
+    "<units> units = <MiB> MiB: ..."); empty is read as whole-card, Volcano's own rule."""
     used = {}
     for pod in pods or []:
         if not _live(pod):
@@ -112,7 +118,17 @@ def report(nodes, pods, memory_factor=1):
         totals["gpus"] += len(gpus)
         for key in ("vgpus", "vgpus_allocated", "memory_mib", "memory_mib_allocated"):
             totals[key] += row[key]
-    return {"memory_factor": memory_factor, "nodes": rows, "totals": totals}
+    return {"memory_factor": memory_factor, "default_memory": default_memory or WHOLE_CARD, "nodes": rows,
+            "totals": totals}
+
+
+def _default_memory_sentence(default_memory, factor):
+    if default_memory == WHOLE_CARD:
+        return ("A vGPU request **without** `volcano.sh/vgpu-memory` gets **the whole card's memory** (Volcano's "
+                "rule), so no other vGPU fits beside it; \"memory per vGPU\" below is what an even split leaves each "
+                "vGPU, not a default. Ask for memory, or set `device_plugin_default_memory: even-share`.")
+    return ("A vGPU request **without** `volcano.sh/vgpu-memory` gets %s (`device_plugin_default_memory: even-share`, "
+            "added at admission), so every card holds its split of them." % default_memory)
 
 
 def markdown(capacity):
@@ -121,6 +137,7 @@ def markdown(capacity):
     lines = ["## vGPU capacity", "",
              "One `volcano.sh/vgpu-memory` unit = %d MiB (gpuMemoryFactor). Memory is what NVML reports, less than "
              "the nominal size; HAMi-core also counts the CUDA context against a vGPU's limit." % factor, "",
+             _default_memory_sentence(capacity["default_memory"], factor), "",
              "| node | GPU | model | memory MiB | split | memory per vGPU (units / MiB) | vGPUs allocated | memory allocated MiB |",
              "|---|---|---|---:|---:|---:|---:|---:|"]
     for row in capacity["nodes"]:

@@ -4,7 +4,8 @@
 """What Project-HAMi's volcano-vgpu-device-plugin registers for a node, and the settings gpufleet renders for it.
 
 Pure functions, no Ansible: used by the ``device_plugin`` role's filters (expected registration, gpuMemoryFactor,
-rendered ConfigMaps) and by the local lab's emulated plugin, so both agree on one reading of the plugin's code:
+rendered ConfigMaps). The lab runs the real plugin; its emulator for large benchmark fleets keeps a reading of its
+own (tools/lab/gpufleet_lab/emulator.py), compared with the real binary in tests/lab/test_plugin.py. This reading:
 
 - v1.12.0+: ``volcano-vgpu-device-config`` (no defaults when missing), command-line flags override it only when
   given, then the node's entry in ``volcano-vgpu-node-config`` (split count, core scaling, device filters, mode).
@@ -34,7 +35,6 @@ NODE_CONFIG_VERSION = (1, 12, 0)
 FLAG_DEFAULTS = {"split": 2, "memory_factor": 1, "core_scaling": 1.0}
 OPERATING_MODES = ("hami-core", "mig")
 SPLIT_LABEL = "gpufleet.io/vgpu-split"
-SCHEDULE_POLICIES = ("binpack", "spread")
 
 DEVICE_CONFIG_DEFAULTS = {
     "resourceCountName": "volcano.sh/vgpu-number",
@@ -52,6 +52,13 @@ DEVICE_CONFIG_DEFAULTS = {
     "disableCoreLimit": False,
     "knownMigGeometries": [],
 }
+
+
+# Read from the device ConfigMap by Volcano 1.15.1's scheduler (pkg/scheduler/api/devices/config/vgpu.go) and by
+# plugin v1.12.0 (pkg/config/config.go), and used by neither: a container without vgpu-memory gets 100 % of the card
+# (Volcano pkg/scheduler/api/devices/util.go ExtractResourceRequest), one without vgpu-cores 0, one without
+# vgpu-number none. A value other than upstream's would only mislead (device_plugin_default_memory does the first).
+UNUSED_KEYS = ("defaultMemory", "defaultCores", "defaultGPUNum")
 
 
 class PluginConfigError(ValueError):
@@ -185,13 +192,15 @@ def device_config(overrides=None):
         value = merged[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             problems.append("%s must be a number > 0 (> 1 oversubscribes), got %r" % (key, value))
-    for key, low in (("defaultMemory", 0), ("defaultCores", 0), ("defaultGPUNum", 1), ("deviceSplitCount", 1),
-                     ("gpuMemoryFactor", 1)):
+    for key in UNUSED_KEYS:
+        if key in (overrides or {}) and merged[key] != DEVICE_CONFIG_DEFAULTS[key]:
+            problems.append("%s: %r has no effect - Volcano 1.15.1 and plugin v1.12.0 read it but never use it (a "
+                            "vGPU request without memory gets the whole card; see device_plugin_default_memory)"
+                            % (key, merged[key]))
+    for key, low in (("deviceSplitCount", 1), ("gpuMemoryFactor", 1)):
         value = merged[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             problems.append("%s must be an integer >= %d, got %r" % (key, low, value))
-    if isinstance(merged["defaultCores"], int) and merged["defaultCores"] > 100:
-        problems.append("defaultCores is a percentage of one GPU (0-100), got %r" % (merged["defaultCores"],))
     if problems:
         raise PluginConfigError("; ".join(problems))
     return merged
@@ -383,6 +392,8 @@ def plan(settings, hostvars):
             "node_label_patches": [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
                                    for name, labels in sorted(node_labels.items())],
             "node_names": sorted(nodes),
+            # The factor each node alone would need: those above 1 are why a unit is not one MiB.
+            "factor_by_node": {name: memory_factor([nodes[name]["gpus"]]) for name in sorted(nodes)},
             # The GPUs each node registers (filtered ones left out): what a vGPU's memory can be at most.
             "gpus": kept,
             # Plugins up to v1.12.0 re-register every 30 s with the handshake annotation (wait.yml waits for it).

@@ -41,7 +41,7 @@ build_debian() {  # $1 = suite, $2 = image ref, $3 = hash
   rm -rf "$root"
   log "debootstrap $suite from $mirror"
   debootstrap --variant=minbase \
-    --include=systemd,systemd-sysv,dbus,python3,python3-apt,sudo,iproute2,procps,ca-certificates,gnupg,kmod \
+    --include=systemd,systemd-sysv,dbus,python3,python3-apt,sudo,iproute2,procps,ca-certificates,gnupg,kmod,apt-utils \
     "$suite" "$root" "$mirror" >"$work/debootstrap-$suite.log" 2>&1 \
     || { tail -n 30 "$work/debootstrap-$suite.log" >&2; exit 1; }
   cat >"$root/etc/apt/sources.list" <<EOF

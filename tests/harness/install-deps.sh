@@ -19,4 +19,11 @@ fi
 echo "[deps] installing: ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
+# debconf preconfigures packages with apt-utils' apt-extracttemplates; while apt-utils itself is missing it says
+# "delaying package configuration" and configures them after unpacking instead - the same result under the
+# noninteractive frontend. Installing apt-utils first, alone and without that line, leaves the rest quiet.
+if [[ " ${missing[*]} " == *" apt-utils "* ]]; then
+  apt-get install -y -qq apt-utils 2>&1 >/dev/null | { grep -v '^debconf: delaying package configuration' || true; } >&2
+fi
 apt-get install -y -qq "${missing[@]}" >/dev/null
+echo "[deps] installed in $SECONDS s" >&2

@@ -144,6 +144,8 @@ BAD = [
     ("choice plugin mode", {"rtx4070s": {"device_plugin_operating_mode": "time-slicing"}}, None,
      ["time-slicing", "hami-core"]),
     ("choice MIG expectation", {"gpu_nodes": {"gpu_verify_mig_mode": "maybe"}}, None, ["gpu_verify_mig_mode", "maybe"]),
+    ("choice default memory", {"all": {"device_plugin_default_memory": "half-card"}}, None,
+     ["device_plugin_default_memory", "half-card", "whole-card", "even-share"]),
     # range
     ("range reboot timeout", {"gpu_nodes": {"nvidia_driver_reboot_timeout": 0}}, None,
      ["nvidia_driver_reboot_timeout must be > 0 (got 0)"]),
@@ -175,6 +177,8 @@ BAD = [
      ["volcano_chart_repo_url must be https:// or oci://", "http://charts.example.com/volcano"]),
     ("negative memory scaling", {"all": {"device_plugin_device_config": {"deviceMemoryScaling": -1}}}, None,
      ["device_plugin_device_config", "deviceMemoryScaling must be a number > 0", "-1"]),
+    ("a device-config key nothing reads", {"all": {"device_plugin_device_config": {"defaultMemory": 8188}}}, None,
+     ["device_plugin_device_config", "defaultMemory: 8188 has no effect", "device_plugin_default_memory"]),
     ("bad model pattern", {"rtx4090": {"gpu_verify_model_pattern": "RTX (4090"}}, None,
      ["model_pattern is not a valid regular expression", "RTX (4090"]),
     # cross-field

@@ -2,7 +2,9 @@
 real vGPU plugin behind kubelet's device manager."""
 
 import json
+import time
 
+from ansible_collections.gpufleet.vgpu.plugins.module_utils._capacity import parse_pod_devices
 from kubernetes import client
 
 from helpers import ROOT, failed_messages, run_playbook
@@ -257,3 +259,111 @@ def test_vgpu_memory_no_card_has_is_refused_at_admission(lab):
     spec["initContainers"] = [dict(spec["containers"][0], name="prep",
                                    resources={"limits": {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "9000"}})]
     assert "asks for 9000 units" in _refusal(core, "big-init", spec)
+
+
+class Deployments:
+    """One-vGPU Deployments in a namespace of their own, as the article writes them."""
+
+    def __init__(self, lab, namespace):
+        self.apps, self.core, self.namespace = client.AppsV1Api(lab["api"]), client.CoreV1Api(lab["api"]), namespace
+        self.core.create_namespace({"metadata": {"name": namespace}})
+
+    def create(self, name, replicas, limits, node=None):
+        spec = vgpu_pod_spec()
+        spec["containers"][0]["resources"] = {"limits": dict(limits)}
+        if node:
+            spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+        self.apps.create_namespaced_deployment(self.namespace, {
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}})
+
+    def pods(self, name):
+        return self.core.list_namespaced_pod(self.namespace, label_selector="app=%s" % name).items
+
+    def settle(self, name, running, pending, timeout=120):
+        """Wait until exactly `running` pods run and `pending` wait, then hold that for 10 s (nothing more binds)."""
+        def counts():
+            phases = [p.status.phase for p in self.pods(name)]
+            return (phases.count("Running"), phases.count("Pending"))
+        wait_for(lambda: counts() == (running, pending) or counts(), timeout, "%d Running, %d Pending" % (running, pending))
+        time.sleep(10)
+        assert counts() == (running, pending)
+        return self.pods(name)
+
+    def delete(self):
+        self.core.delete_namespace(self.namespace)
+
+
+def _memory_on_cards(pods):
+    """{node: [memory units of each vGPU]} from the allocations Volcano wrote on the running pods."""
+    cards = {}
+    for pod in pods:
+        if pod.status.phase == "Running":
+            for device in parse_pod_devices(pod.metadata.annotations["volcano.sh/vgpu-ids-new"]):
+                cards.setdefault(pod.spec.node_name, []).append(device["memory_units"])
+    return cards
+
+
+def test_the_articles_deployment_means_what_the_readme_says(lab):
+    """`vgpu-memory: 8188` ("about 8 GB" in the article) counts units of 3 MiB on this fleet: 24564 MiB, a whole RTX
+    4090. As roles/device_plugin/README.md promises: 10 and 20 replicas both give one pod per 4090 (rig01's five),
+    none on a 4070 Super (5458 units), the rest Pending with Volcano's reason; the article's 8 GB written in units
+    (2729 = 8187 MiB) runs all 20, as in the article."""
+    rc, out, err = converge(lab)
+    assert rc == 0, (failed_messages(out), err[-2000:])
+    article = Deployments(lab, "vgpu-article")
+    try:
+        article.create("as-written", 10, {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "8188"})
+        pods = article.settle("as-written", 5, 5)
+        assert _memory_on_cards(pods) == {"rig01": [8188] * 5}
+        waiting = [p for p in pods if p.status.phase == "Pending"]
+        reasons = {c.message for p in waiting for c in p.status.conditions or [] if c.type == "PodScheduled"}
+        assert reasons and all(reasons), [p.status for p in waiting]
+        article.apps.patch_namespaced_deployment_scale("as-written", article.namespace, {"spec": {"replicas": 20}})
+        article.settle("as-written", 5, 15)
+        article.apps.delete_namespaced_deployment("as-written", article.namespace)
+        wait_for(lambda: not article.pods("as-written") or len(article.pods("as-written")), 60, "pods gone")
+        article.create("in-units", 20, {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "2729"})
+        pods = article.settle("in-units", 20, 0)
+        assert {node: sorted(units) for node, units in _memory_on_cards(pods).items()} == {
+            "rig01": [2729] * 10, "rig02": [2729] * 10}
+    finally:
+        article.delete()
+
+
+def test_vgpu_requests_without_memory_get_what_the_policy_says(lab):
+    """whole-card (the default, Volcano's rule): on rig02's 10 vGPUs only 5 memory-less pods run, each holding a whole
+    4070 Super (5458 units). even-share: the role's MutatingAdmissionPolicy, on the lab's real API server, gives each
+    2729 units (the smallest card / its split), and all 10 run beside each other; back to whole-card, the policy is
+    removed. A percentage request is no way out: no node has that resource."""
+    rc, out, err = converge(lab)
+    assert rc == 0, (failed_messages(out), err[-2000:])
+    number_only = {"volcano.sh/vgpu-number": "1"}
+    trial = Deployments(lab, "vgpu-default-memory")
+    try:
+        trial.create("whole", 6, number_only, node="rig02")
+        assert _memory_on_cards(trial.settle("whole", 5, 1)) == {"rig02": [5458] * 5}
+        trial.apps.delete_namespaced_deployment("whole", trial.namespace)
+        wait_for(lambda: not trial.pods("whole") or len(trial.pods("whole")), 60, "pods gone")
+
+        trial.create("percentage", 1, dict(number_only, **{"volcano.sh/vgpu-memory-percentage": "50"}), node="rig02")
+        trial.settle("percentage", 0, 1, timeout=30)
+        trial.apps.delete_namespaced_deployment("percentage", trial.namespace)
+
+        rc, out, err = converge(lab, "-e", "device_plugin_default_memory=even-share")
+        assert rc == 0, (failed_messages(out), err[-2000:])
+        trial.create("shared", 11, number_only, node="rig02")
+        pods = trial.settle("shared", 10, 1)
+        assert _memory_on_cards(pods) == {"rig02": [2729] * 10}
+        limits = pods[0].spec.containers[0].resources
+        assert limits.limits["volcano.sh/vgpu-memory"] == limits.requests["volcano.sh/vgpu-memory"] == "2729"
+        config = trial.core.read_namespaced_config_map("volcano-vgpu-device-config", "kube-system")
+        assert config.metadata.annotations["gpufleet.io/vgpu-default-memory"].startswith("2729 units = 8187 MiB")
+    finally:
+        trial.delete()
+        rc, out, err = converge(lab)
+        assert rc == 0, (failed_messages(out), err[-2000:])
+    policies = client.CustomObjectsApi(lab["api"]).list_cluster_custom_object(
+        "admissionregistration.k8s.io", "v1beta1", "mutatingadmissionpolicies")
+    assert not policies["items"], policies["items"]

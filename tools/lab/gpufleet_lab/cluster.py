@@ -176,7 +176,11 @@ def up(args):  # pylint: disable=too-many-locals
         "--service-account-signing-key-file", str(pki_dir / "sa.key"),
         "--service-cluster-ip-range", pki.SERVICE_CIDR, "--allow-privileged=true",
         # Webhooks are called at an endpoint of their Service (the lab controller's EndpointSlice), not a ClusterIP.
-        "--enable-aggregator-routing=true"], state)
+        "--enable-aggregator-routing=true",
+        # MutatingAdmissionPolicy is beta and off by default in 1.35 (GA in 1.36): served here as a site would serve
+        # it, for device_plugin_default_memory: even-share. Nothing uses it unless that option installs a policy.
+        "--feature-gates=MutatingAdmissionPolicy=true", "--runtime-config=admissionregistration.k8s.io/v1beta1=true"],
+        state)
     wait_ready(server + "/readyz", pki_dir)
     for user, dummy, dummy2 in pki.USERS:
         pki.kubeconfig(LAB / ("kubeconfig" if user == "admin" else "%s.kubeconfig" % user), server, pki_dir, user)

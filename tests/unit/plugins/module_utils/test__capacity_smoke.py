@@ -64,6 +64,15 @@ def test_report_per_gpu_and_totals():
     text = cap.markdown(report)
     assert "| rig01 | 0 | NVIDIA GeForce RTX 4090 | 24564 | 2 | 4094 / 12282 | 2 of 2 | 4500 |" in text
     assert "Fleet: 2 GPUs, 4 vGPUs (2 allocated)" in text
+    # Without a recorded policy: Volcano's rule, said where the even-split column could mislead.
+    assert "gets **the whole card's memory**" in text and "not a default" in text
+
+
+def test_report_states_the_even_share_the_role_recorded():
+    recorded = "2729 units = 8187 MiB: NVIDIA GeForce RTX 4070 SUPER on rig02 (16376 MiB) / split 2"
+    text = cap.markdown(cap.report([node("rig01", REGISTER, {})], [], 3, recorded))
+    assert "gets 2729 units = 8187 MiB: NVIDIA GeForce RTX 4070 SUPER on rig02" in text
+    assert "whole card" not in text
 
 
 METRICS = """# HELP volcano_vgpu_device_allocated_memory The number of vgpu memory allocated in this card

@@ -123,6 +123,8 @@ def test_plan_per_node_from_hostvars():
     plan = vp.plan(BASE, HOSTVARS)
     assert plan["errors"] == []
     assert plan["memory_factor"] == 3
+    # What forces it: rig01 alone needs 3, rig02 alone 2 (a fleet of rig02s would count in 2-MiB units).
+    assert plan["factor_by_node"] == {"rig01": 3, "rig02": 2}
     assert plan["expected"]["rig01"]["volcano.sh/vgpu-number"] == 10
     assert plan["expected"]["rig02"]["volcano.sh/vgpu-number"] == 15  # group/host var split 3, measured GPUs
     assert plan["expected"]["rig02"]["volcano.sh/vgpu-memory"] == 5 * (16376 // 3)
@@ -315,14 +317,20 @@ def test_host_gpus_sources_in_order(hostvars, want):
     ({"deviceMemoryScaling": -1}, "deviceMemoryScaling must be a number > 0"),
     ({"deviceMemoryScaling": 0}, "deviceMemoryScaling must be a number > 0"),
     ({"deviceCoreScaling": "2"}, "deviceCoreScaling must be a number > 0"),
-    ({"defaultMemory": -5}, "defaultMemory must be an integer >= 0, got -5"),
-    ({"defaultCores": 150}, "defaultCores is a percentage of one GPU (0-100), got 150"),
-    ({"defaultGPUNum": 0}, "defaultGPUNum must be an integer >= 1"),
+    # Read by Volcano 1.15.1 and plugin v1.12.0 but used by neither: set, they would only mislead.
+    ({"defaultMemory": 2729}, "defaultMemory: 2729 has no effect"),
+    ({"defaultMemory": -5}, "defaultMemory: -5 has no effect"),
+    ({"defaultCores": 50}, "defaultCores: 50 has no effect"),
+    ({"defaultGPUNum": 2}, "defaultGPUNum: 2 has no effect"),
     ({"deviceSplitCount": True}, "deviceSplitCount must be an integer >= 1"),
 ])
 def test_device_config_refuses_values_the_plugin_would_misuse(overrides, fragment):
     with pytest.raises(vp.PluginConfigError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
         vp.device_config(overrides)
+
+
+def test_device_config_accepts_upstreams_values_of_the_unused_keys():
+    assert vp.device_config({"defaultMemory": 0, "defaultCores": 0, "defaultGPUNum": 1})["defaultMemory"] == 0
 
 
 def test_device_config_accepts_oversubscription():

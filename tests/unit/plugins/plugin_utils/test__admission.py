@@ -1,5 +1,7 @@
 """The vGPU memory admission policy's content (its CEL is evaluated by the lab's real API server, tests/lab)."""
 
+import pytest
+
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _admission
 
 FLEET = {"rig01": [{"model": "NVIDIA GeForce RTX 4090", "memory_mib": 24564}] * 5,
@@ -26,3 +28,56 @@ def test_policy_refuses_more_than_the_largest_card_and_explains_the_unit():
     # The message is one CEL string expression: no quote of its own text may end it early.
     assert message.count("'") % 2 == 0
     assert "initContainers" in policy["spec"]["variables"][0]["expression"]
+
+
+def test_the_percentage_is_not_offered_as_a_way_out():
+    """vgpu-memory-percentage is no node resource: a pod asking for it is never placed (tests/lab)."""
+    policy, dummy = _admission.policy("p", _admission.largest_gpu(FLEET, 3), 3)
+    assert "percentage" not in policy["spec"]["validations"][0]["messageExpression"]
+
+
+@pytest.mark.parametrize("splits, factor, want", [
+    # The article's fleet, split 2 everywhere: a 4070 Super (16376 MiB = 5458 units at factor 3) halved.
+    ({"rig01": 2, "rig02": 2}, 3, ("rig02", 2729, 8187)),
+    # A finer split on the 4090s makes theirs the smaller share: 8188 / 4.
+    ({"rig01": 4, "rig02": 2}, 3, ("rig01", 2047, 6141)),
+    ({"rig01": 1, "rig02": 1}, 1, ("rig02", 16376, 16376)),
+    # Rounded down, so that `split` shares always fit on the card.
+    ({"rig01": 2, "rig02": 3}, 3, ("rig02", 1819, 5457)),
+])
+def test_even_share_fits_split_vgpus_on_every_card(splits, factor, want):
+    share = _admission.even_share(FLEET, splits, factor)
+    assert (share["node"], share["units"], share["mib"]) == want
+    for node, cards in FLEET.items():
+        assert all(share["units"] * splits[node] <= card["memory_mib"] // factor for card in cards)
+
+
+def test_even_share_without_gpus_is_none():
+    assert _admission.even_share({}, {}, 3) is None
+
+
+def test_default_memory_policy_adds_the_share_only_where_memory_is_missing():
+    share = _admission.even_share(FLEET, {"rig01": 2, "rig02": 2}, 3)
+    policy, binding = _admission.default_memory_policy("gpufleet-vgpu-default-memory", share,
+                                                       "admissionregistration.k8s.io/v1beta1")
+    assert (policy["apiVersion"], policy["kind"]) == ("admissionregistration.k8s.io/v1beta1", "MutatingAdmissionPolicy")
+    assert (binding["kind"], binding["spec"]["policyName"]) == ("MutatingAdmissionPolicyBinding",
+                                                                "gpufleet-vgpu-default-memory")
+    [condition] = policy["spec"]["matchConditions"]
+    for fragment in ("'volcano.sh/vgpu-number' in c.resources.limits", "!(has(c.resources.limits) && "
+                     "'volcano.sh/vgpu-memory' in c.resources.limits", "'volcano.sh/vgpu-memory-percentage'"):
+        assert fragment in condition["expression"], fragment
+    [mutation] = policy["spec"]["mutations"]
+    assert mutation["patchType"] == "ApplyConfiguration"
+    expression = mutation["applyConfiguration"]["expression"]
+    assert expression.count("{'volcano.sh/vgpu-memory': '2729'}") == 2  # limits and requests
+    assert policy["metadata"]["annotations"]["gpufleet.io/vgpu-default-memory"] == (
+        "2729 units = 8187 MiB: NVIDIA GeForce RTX 4070 SUPER on rig02 (16376 MiB) / split 2")
+
+
+def test_default_memory_policy_follows_renamed_resources():
+    share = _admission.even_share(FLEET, {"rig01": 2, "rig02": 2}, 3)
+    policy, dummy = _admission.default_memory_policy("p", share, "admissionregistration.k8s.io/v1",
+                                                     {"number": "example.com/vgpu", "memory": "example.com/vmem"})
+    expression = policy["spec"]["mutations"][0]["applyConfiguration"]["expression"]
+    assert "'example.com/vgpu' in c.resources.limits" in expression and "{'example.com/vmem': '2729'}" in expression
