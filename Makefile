@@ -121,7 +121,7 @@ lab-down: bootstrap ## Stop everything the local lab started (processes by PID, 
 	python tools/lab/lab.py down
 
 lab-test: bootstrap images repos ## End-to-end tests on a lab of their own: lab, gang, roles, site.yml (builds its binaries once)
-	pytest tests/lab
+	pytest --durations=15 tests/lab
 
 lab-gang: bootstrap images repos ## Only the gang test on the lab's Volcano
 	pytest tests/lab/test_gang.py
