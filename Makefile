@@ -80,8 +80,8 @@ changelog: bootstrap ## Render CHANGELOG.rst from changelogs/fragments
 	antsibull-changelog lint && antsibull-changelog generate
 
 # The lab's Go builds (CPU) run while the test-host images the lab uses (LAB_IMAGES) and the repositories are built
-# (network and disk): on a fresh machine that saves the image time. Its progress lines ([lab-build] ..., each with its time) show as they come; the
-# full log is kept and printed when a build fails.
+# (network and disk): on a fresh machine that saves the image time. Its progress lines ([lab-build] ..., each with
+# its time) show as they come; the full log is kept and printed when a build fails.
 define lab_build_with_images
 	mkdir -p $(GPUFLEET_CACHE)
 	( set -o pipefail; tools/lab/build.sh 2>&1 | tee $(GPUFLEET_CACHE)/lab-build.log | grep --line-buffered '^\[lab-build\]' ) & build=$$!; \

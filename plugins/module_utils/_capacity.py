@@ -122,7 +122,7 @@ def report(nodes, pods, memory_factor=1, default_memory=""):
             "totals": totals}
 
 
-def _default_memory_sentence(default_memory, factor):
+def _default_memory_sentence(default_memory):
     if default_memory == WHOLE_CARD:
         return ("A vGPU request **without** `volcano.sh/vgpu-memory` gets **the whole card's memory** (Volcano's "
                 "rule), so no other vGPU fits beside it; \"memory per vGPU\" below is what an even split leaves each "
@@ -137,7 +137,7 @@ def markdown(capacity):
     lines = ["## vGPU capacity", "",
              "One `volcano.sh/vgpu-memory` unit = %d MiB (gpuMemoryFactor). Memory is what NVML reports, less than "
              "the nominal size; HAMi-core also counts the CUDA context against a vGPU's limit." % factor, "",
-             _default_memory_sentence(capacity["default_memory"], factor), "",
+             _default_memory_sentence(capacity["default_memory"]), "",
              "| node | GPU | model | memory MiB | split | memory per vGPU (units / MiB) | vGPUs allocated | memory allocated MiB |",
              "|---|---|---|---:|---:|---:|---:|---:|"]
     for row in capacity["nodes"]:

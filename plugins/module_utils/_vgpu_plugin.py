@@ -193,7 +193,7 @@ def device_config(overrides=None):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             problems.append("%s must be a number > 0 (> 1 oversubscribes), got %r" % (key, value))
     for key in UNUSED_KEYS:
-        if key in (overrides or {}) and merged[key] != DEVICE_CONFIG_DEFAULTS[key]:
+        if merged[key] != DEVICE_CONFIG_DEFAULTS[key]:
             problems.append("%s: %r has no effect - Volcano 1.15.1 and plugin v1.12.0 read it but never use it (a "
                             "vGPU request without memory gets the whole card; see device_plugin_default_memory)"
                             % (key, merged[key]))

@@ -87,7 +87,7 @@ def even_share(nodes_gpus, splits, factor):
     best = None
     for node in sorted(nodes_gpus):
         for gpu in nodes_gpus[node]:
-            units = (gpu["memory_mib"] // factor) // max(int(splits[node]), 1)
+            units = (gpu["memory_mib"] // factor) // int(splits[node])
             if best is None or units < best["units"]:
                 best = {"node": node, "model": gpu.get("model") or "unknown", "memory_mib": gpu["memory_mib"],
                         "split": int(splits[node]), "units": units, "mib": units * factor}
