@@ -179,6 +179,11 @@ BAD = [
      ["device_plugin_device_config", "deviceMemoryScaling must be a number > 0", "-1"]),
     ("a device-config key nothing reads", {"all": {"device_plugin_device_config": {"defaultMemory": 8188}}}, None,
      ["device_plugin_device_config", "defaultMemory: 8188 has no effect", "device_plugin_default_memory"]),
+    ("alert threshold not a duration", {"all": {"monitoring_alert_for": {"down": "5m", "pending": "15 minutes",
+                                                                         "gang": "15m", "gpu_missing": "2m"}}}, None,
+     ["monitoring_alert_for.pending", "'15 minutes' is not a Prometheus duration"]),
+    ("choice monitoring operator", {"all": {"monitoring_prometheus_operator": "yes"}}, None,
+     ["monitoring_prometheus_operator", "yes", "auto"]),
     ("bad model pattern", {"rtx4090": {"gpu_verify_model_pattern": "RTX (4090"}}, None,
      ["model_pattern is not a valid regular expression", "RTX (4090"]),
     # cross-field

@@ -52,7 +52,8 @@ class Lab:
     def up(self):
         subprocess.run(LAB_PY + ["down"], env=self.env, check=True, capture_output=True)
         argv = LAB_PY + ["up"] + (["--nodes", str(self.nodes_file)] if self.nodes_file else [])
-        argv += [] if self.hosts else ["--no-hosts"]
+        # No Prometheus: its scrapes would take CPU from what the benchmarks measure.
+        argv += ([] if self.hosts else ["--no-hosts"]) + ["--no-prometheus"]
         started = time.time()
         subprocess.run(argv, env=self.env, check=True)
         self.up_seconds = time.time() - started

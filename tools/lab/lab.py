@@ -1,7 +1,7 @@
 """The local lab: a real Kubernetes control plane on this machine with kwok-simulated nodes, the real Volcano, and
 on GPU nodes that are podman test hosts the real vGPU device plugin behind kubelet's own device manager.
 
-    python tools/lab/lab.py up [--nodes FILE] [--bare] [--no-hosts]
+    python tools/lab/lab.py up [--nodes FILE] [--bare] [--no-hosts] [--no-prometheus]
         build (cached) and start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok; create the
         nodes; start the GPU nodes' podman hosts and the lab controller; install Volcano's chart from its Go module
         (not with --bare); print the kubeconfig and kubectl
@@ -29,6 +29,7 @@ def main(argv=None):
     p_up.add_argument("--nodes", default=str(pathlib.Path(__file__).resolve().parent / "nodes.yml"))
     p_up.add_argument("--bare", action="store_true", help="do not install Volcano (the volcano role will)")
     p_up.add_argument("--no-hosts", action="store_true", help="GPU nodes only in the cluster, not as podman hosts")
+    p_up.add_argument("--no-prometheus", action="store_true", help="without the lab's Prometheus (the benchmarks)")
     sub.add_parser("down")
     sub.add_parser("status")
     sub.add_parser("controller")

@@ -11,7 +11,7 @@ import urllib.request
 
 import yaml
 
-from . import hosts, images, kube, netns, pki, procs
+from . import hosts, images, kube, netns, pki, procs, prometheus
 from .paths import BIN, HERE, LAB, NETNS, free_port, log, read_json, write_json
 
 KWOK_STAGES = ["node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
@@ -220,6 +220,11 @@ def up(args):  # pylint: disable=too-many-locals
         "nodes_file": str(nodes_file), "hosts": host_names})
     if not args.no_hosts:
         hosts.start(host_names, state)
+    if not args.no_prometheus:
+        prometheus_url = prometheus.start(state)
+        lab = read_json(LAB / "lab.json")
+        lab.update(prometheus_url=prometheus_url, prometheus_rules=str(prometheus.RULES))
+        write_json(LAB / "lab.json", lab)
     procs.start("lab-controller", [sys.executable, str(HERE / "lab.py"), "controller"], state)
     if not args.bare:
         subprocess.run([str(bins["helm"]), "upgrade", "--install", "volcano", str(chart), "--namespace",

@@ -10,7 +10,7 @@ exited (kubelet's back-off).
 import signal
 import time
 
-from . import emulator, kube, kubelet, volcano
+from . import emulator, kube, kubelet, prometheus, volcano
 from .paths import LAB, log, read_json, write_json
 
 
@@ -27,6 +27,8 @@ class Controller:
         self.nodes = {name: kubelet.NodeRuntime(name, container, self.core, self.api_port)
                       for name, container in sorted(hosts.items())}
         self.emulator = emulator.Emulator(api)
+        url = read_json(LAB / "lab.json").get("prometheus_url")
+        self.reloader = prometheus.Reloader(url) if url else None
 
     def sync_nodes(self):
         for name, runtime in self.nodes.items():
@@ -43,13 +45,15 @@ class Controller:
                                     for pod in node["pods"].values() for port, url in pod["urls"].items()
                                     if port.startswith("monitor/")}
         write_json(LAB / "children.json", state)
+        if self.reloader:
+            prometheus.write_targets(state)
 
     def run(self):
         running = {"on": True}
         signal.signal(signal.SIGTERM, lambda *a: running.update(on=False))
         while running["on"]:
             took = {}
-            for step in (self.volcano.sync, self.sync_nodes):
+            for step in (self.volcano.sync, self.sync_nodes) + ((self.reloader.sync,) if self.reloader else ()):
                 started = time.time()
                 try:
                     step()

@@ -105,7 +105,7 @@ class Volcano:
         self.discovery = client.DiscoveryV1Api(api)
         self.host_ip = host_ip()
         self.children = {name: Child(name) for name in ("vc-scheduler", "vc-controller-manager", "vc-webhook-manager")}
-        self.ports = {"scheduler-metrics": free_port(), "webhook": free_port()}
+        self.ports = {"scheduler-metrics": free_port(), "controller-metrics": free_port(), "webhook": free_port()}
         api_port = read_json(LAB / "state.json")["ports"]["apiserver"]
         self.env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
         self.env.update(KUBERNETES_SERVICE_HOST="127.0.0.1", KUBERNETES_SERVICE_PORT=str(api_port))
@@ -174,7 +174,8 @@ class Volcano:
             child.stop()
             return
         planned = self.command("vc-controller-manager", deploy, "controller-manager", {
-            "healthz-address": "127.0.0.1:%d" % free_port(), "listen-address": "127.0.0.1:%d" % free_port()})
+            "healthz-address": "127.0.0.1:%d" % free_port(),
+            "listen-address": "127.0.0.1:%d" % self.ports["controller-metrics"]})
         if planned:
             child.ensure(planned[0], planned[1], self.env)
 
@@ -250,6 +251,7 @@ class Volcano:
         # scheduler's metrics (the smoke test, the monitoring) use this URL in the lab.
         state["vc-scheduler"]["metrics_url"] = "http://%s:%d/metrics" % (self.host_ip,
                                                                          self.ports["scheduler-metrics"])
+        state["vc-controller-manager"]["metrics_url"] = "http://127.0.0.1:%d/metrics" % self.ports["controller-metrics"]
         return state
 
     def stop(self):

@@ -1,0 +1,255 @@
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the monitoring role ships (controller only): scrape jobs, alert rules and the Grafana dashboard.
+
+Every series comes from a component gpufleet deploys, read in its code:
+
+- vc-scheduler :8080 (Volcano 1.15.1): `volcano_vgpu_device_*{devID, NodeName}`
+  (pkg/scheduler/api/devices/nvidia/vgpu/metrics.go), `volcano_unschedule_task_count{job_id}` set by the gang plugin
+  at every session close for each job not yet ready (pkg/scheduler/plugins/gang/gang.go; 0 once ready, deleted with
+  the job), `volcano_e2e_*` latencies (pkg/scheduler/metrics/metrics.go).
+- vc-controller-manager :8081: `volcano_queue_pod_group_<phase>_count{queue_name}` (pkg/controllers/metrics/queue.go).
+- the plugin's monitor container :9394 (v1.12.0 cmd/vgpu-monitor/metrics.go): `HostGPUMemoryUsage` and
+  `HostCoreUtilization` per GPU NVML sees on the node.
+
+Volcano names a pending pod's job only by its PodGroup: the podgroup controller names the group of a bare pod
+`podgroup-<pod uid>`, so that prefix tells single pods from gangs (Volcano Jobs, Kubeflow jobs, hand-made groups). No
+Volcano series says which resources a pending pod asks for; the pending alerts cover every pod Volcano schedules.
+
+One job name per component is used by the three ways of scraping (a plain scrape config, ServiceMonitor/PodMonitor,
+and the lab's Prometheus), so the rules and the dashboard read the same labels whichever a site uses; a plugin
+monitor's series carry the Kubernetes node name as `node`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpufleet.vgpu.monitoring"}
+# The podgroup controller's name for the group of a pod that names none (pkg/controllers/podgroup).
+BARE_POD_GROUP = "podgroup-.+"
+# Recording rule: one series per GPU node of the inventory, valued with the GPUs it should have.
+EXPECTED = "gpufleet:gpu_node_expected_gpus"
+RULE_GROUP = "gpufleet-vgpu"
+
+
+# Prometheus' duration syntax (model.ParseDuration): units largest first, each at most once, not empty.
+DURATION = re.compile(r"^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
+THRESHOLDS = ("down", "pending", "gang", "gpu_missing")
+
+
+def problems(s):
+    """Messages naming the role variable, its value and what is allowed; [] when the settings are usable."""
+    found = []
+    for key in THRESHOLDS:
+        value = s["thresholds"].get(key)
+        if not isinstance(value, str) or not value or not DURATION.match(value):
+            found.append("monitoring_alert_for.%s: %r is not a Prometheus duration (such as 90s, 5m, 1h30m)"
+                         % (key, value))
+    unknown = sorted(set(s["thresholds"]) - set(THRESHOLDS))
+    if unknown:
+        found.append("monitoring_alert_for: unknown key(s) %s; allowed: %s" % (", ".join(map(str, unknown)),
+                                                                               ", ".join(THRESHOLDS)))
+    for key in ("scrape_interval", "rule_interval"):
+        if not isinstance(s[key], str) or not s[key] or not DURATION.match(s[key]):
+            found.append("monitoring_%s: %r is not a Prometheus duration (such as 30s, 1m)" % (key, s[key]))
+    for node, count in sorted(s["gpu_nodes"].items()):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            found.append("monitoring_gpu_nodes.%s: %r is not a GPU count (an integer >= 1)" % (node, count))
+    return found
+
+
+def expected_gpus(hosts, hostvars):
+    """{node name: expected GPUs} from gpu_verify_expected_count, else the count of device_plugin_gpus."""
+    found = {}
+    for host in hosts:
+        own = hostvars[host]
+        count = own.get("gpu_verify_expected_count")
+        if count is None:
+            count = (own.get("device_plugin_gpus") or {}).get("count")
+        if count is not None:
+            try:
+                count = int(count)
+            except (TypeError, ValueError):
+                pass  # problems() names it
+            found[own.get("device_plugin_node_name") or host] = count
+    return found
+
+
+def _sel(job, extra=""):
+    return '{job="%s"%s}' % (job, extra)
+
+
+def scrape_configs(s):
+    """Prometheus scrape_configs entries (kubernetes_sd) for a Prometheus without the Operator."""
+    def service(job, namespace, name):
+        return {"job_name": job,
+                "kubernetes_sd_configs": [{"role": "endpoints", "namespaces": {"names": [namespace]}}],
+                "relabel_configs": [
+                    {"source_labels": ["__meta_kubernetes_service_name", "__meta_kubernetes_endpoint_port_name"],
+                     "regex": "%s;metrics" % name, "action": "keep"},
+                    {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"}]}
+    label = "__meta_kubernetes_pod_label_" + "".join(c if c.isalnum() else "_" for c in s["plugin_pod_label"][0])
+    return [
+        service(s["scheduler_job"], s["volcano_namespace"], s["scheduler_service"]),
+        service(s["controllers_job"], s["volcano_namespace"], s["controllers_service"]),
+        {"job_name": s["monitor_job"],
+         "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [s["plugin_namespace"]]}}],
+         "relabel_configs": [
+             {"source_labels": [label, "__meta_kubernetes_pod_container_port_name"],
+              "regex": "%s;metrics" % s["plugin_pod_label"][1], "action": "keep"},
+             {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"},
+             {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"}]},
+    ]
+
+
+def operator_monitors(s, labels):
+    """ServiceMonitors (scheduler, controllers) and a PodMonitor (plugin monitor) with the same job names."""
+    meta_labels = dict(MANAGED_BY, **labels)
+
+    def job(name):
+        return {"targetLabel": "job", "replacement": name}
+
+    def service_monitor(name, job_name, app):
+        return {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+                "metadata": {"name": name, "namespace": s["volcano_namespace"], "labels": meta_labels},
+                "spec": {"selector": {"matchLabels": {"app": app}},
+                         "namespaceSelector": {"matchNames": [s["volcano_namespace"]]},
+                         "endpoints": [{"port": "metrics", "interval": s["scrape_interval"],
+                                        "relabelings": [job(job_name)]}]}}
+    return [
+        service_monitor("gpufleet-volcano-scheduler", s["scheduler_job"], "volcano-scheduler"),
+        service_monitor("gpufleet-volcano-controllers", s["controllers_job"], "volcano-controller"),
+        {"apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
+         "metadata": {"name": "gpufleet-vgpu-monitor", "namespace": s["plugin_namespace"], "labels": meta_labels},
+         "spec": {"selector": {"matchLabels": {s["plugin_pod_label"][0]: s["plugin_pod_label"][1]}},
+                  "namespaceSelector": {"matchNames": [s["plugin_namespace"]]},
+                  "podMetricsEndpoints": [{"port": "metrics", "interval": s["scrape_interval"], "relabelings": [
+                      job(s["monitor_job"]),
+                      {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}]}]}},
+    ]
+
+
+def expected_series(gpu_nodes):
+    """PromQL: one series per node {node=...} valued with its expected GPU count (the inventory as a vector)."""
+    return " or ".join('label_replace(vector(%d), "node", "%s", "", "")' % (count, node)
+                       for node, count in sorted(gpu_nodes.items()))
+
+
+def alerts(s):
+    """[(name, expr, for, severity, summary, description)] - the one list rules() and the tests read."""
+    sched, mon = s["scheduler_job"], s["monitor_job"]
+    t = s["thresholds"]
+    found = [
+        ("GpufleetVolcanoSchedulerDown", "up%s == 0 or absent(up%s)" % (_sel(sched), _sel(sched)), t["down"],
+         "critical", "The Volcano scheduler does not answer",
+         "No vGPU pod or gang is placed while vc-scheduler is down (job %s)." % sched),
+        ("GpufleetVolcanoJobPending",
+         'volcano_unschedule_task_count%s > 0' % _sel(sched, ', job_id=~"%s"' % BARE_POD_GROUP), t["pending"],
+         "warning", "A pod waits for Volcano",
+         "Pod group {{ $labels.job_id }} has had {{ $value }} unschedulable pod for %s; its events name what it "
+         "lacks (vGPUs, vGPU memory, cores)." % t["pending"]),
+        ("GpufleetGangWaiting",
+         'volcano_unschedule_task_count%s > 0' % _sel(sched, ', job_id!~"%s"' % BARE_POD_GROUP), t["gang"],
+         "warning", "A gang waits for enough free resources",
+         "Pod group {{ $labels.job_id }} has waited %s with {{ $value }} of its minimum members unschedulable; "
+         "none of its pods holds a GPU meanwhile." % t["gang"]),
+    ]
+    if s["gpu_nodes"]:
+        found += [
+            ("GpufleetVGPUPluginDown", "%s unless on(node) (up%s == 1)" % (EXPECTED, _sel(mon)), t["down"],
+             "critical", "A GPU node's vGPU plugin does not answer",
+             "The vGPU plugin's monitor on node {{ $labels.node }} is down or gone: its vGPUs are not registered "
+             "or not watched (job %s)." % mon),
+            ("GpufleetGPUMissing",
+             # A node whose monitor answers but reports no GPU at all counts 0, not nothing; a node whose monitor
+             # is down is GpufleetVGPUPluginDown's.
+             "(%s > on(node) (count by (node) (HostGPUMemoryUsage%s) or %s * 0)) and on(node) (up%s == 1)"
+             % (EXPECTED, _sel(mon), EXPECTED, _sel(mon)), t["gpu_missing"],
+             "critical", "A GPU node sees fewer GPUs than the inventory says",
+             "Node {{ $labels.node }} should have {{ $value }} GPUs; NVML on it reports fewer (a GPU fallen off "
+             "the bus, or lost to an Xid). Its vGPUs are gone with it."),
+        ]
+    return found
+
+
+def rules(s):
+    """The rules file (groups), as Prometheus and a PrometheusRule's spec read it."""
+    entries = []
+    if s["gpu_nodes"]:
+        entries.append({"record": EXPECTED, "expr": expected_series(s["gpu_nodes"])})
+    for name, expr, wait, severity, summary, description in alerts(s):
+        entries.append({"alert": name, "expr": expr, "for": wait,
+                        "labels": dict({"severity": severity}, **s["alert_labels"]),
+                        "annotations": {"summary": summary, "description": description}})
+    return {"groups": [{"name": RULE_GROUP, "interval": s["rule_interval"], "rules": entries}]}
+
+
+def prometheus_rule(s, labels):
+    return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
+            "metadata": {"name": "gpufleet-vgpu", "namespace": s["volcano_namespace"],
+                         "labels": dict(MANAGED_BY, **labels)},
+            "spec": rules(s)}
+
+
+def panels(s):
+    """[(title, kind, expr, legend, unit)] of the dashboard - also the queries the lab test evaluates."""
+    sched, ctl, mon = _sel(s["scheduler_job"]), _sel(s["controllers_job"]), _sel(s["monitor_job"])
+    pending = _sel(s["scheduler_job"], ', job_id=~"%s"' % BARE_POD_GROUP)
+    gangs = _sel(s["scheduler_job"], ', job_id!~"%s"' % BARE_POD_GROUP)
+    return [
+        ("Components up", "stat", 'up{job=~"%s|%s|%s"}' % (s["scheduler_job"], s["controllers_job"],
+                                                           s["monitor_job"]),
+         "{{job}} {{node}}", "none"),
+        ("vGPUs in use per node", "timeseries", "sum by (NodeName) (volcano_vgpu_device_shared_number%s)" % sched,
+         "{{NodeName}}", "none"),
+        ("vGPU memory allocated per node", "timeseries",
+         "sum by (NodeName) (volcano_vgpu_device_allocated_memory%s) / sum by (NodeName) "
+         "(volcano_vgpu_device_memory_limit%s)" % (sched, sched), "{{NodeName}}", "percentunit"),
+        ("vGPU memory allocated per GPU (units)", "table",
+         "volcano_vgpu_device_allocated_memory%s" % sched, "{{NodeName}} {{devID}}", "none"),
+        ("vGPU memory per GPU (units)", "table", "volcano_vgpu_device_memory_limit%s" % sched,
+         "{{NodeName}} {{devID}}", "none"),
+        ("GPU cores allocated per GPU", "timeseries", "volcano_vgpu_device_allocated_cores%s" % sched,
+         "{{NodeName}} {{devID}}", "percent"),
+        ("GPU memory used per GPU (NVML)", "timeseries", "HostGPUMemoryUsage%s" % mon, "{{node}} {{deviceuuid}}",
+         "bytes"),
+        ("Pods waiting for Volcano", "stat", "sum(volcano_unschedule_task_count%s) or vector(0)" % pending,
+         "pods", "none"),
+        ("Gangs waiting", "stat", "count(volcano_unschedule_task_count%s > 0) or vector(0)" % gangs, "gangs",
+         "none"),
+        ("PodGroups by phase", "timeseries",
+         'sum by (__name__) ({__name__=~"volcano_queue_pod_group_(inqueue|pending|running|unknown)_count", '
+         'job="%s"})' % s["controllers_job"], "{{__name__}}", "none"),
+        ("Job scheduling duration", "table", "volcano_e2e_job_scheduling_duration%s" % sched,
+         "{{job_namespace}}/{{job_name}}", "ms"),
+        ("Scheduling cycle latency p99", "timeseries",
+         "histogram_quantile(0.99, sum by (le) (rate(volcano_e2e_scheduling_latency_milliseconds_bucket%s[5m])))"
+         % sched, "p99", "ms"),
+    ]
+
+
+def dashboard(s):
+    """Grafana dashboard JSON model (schema 39) reading the Prometheus data source chosen in its variable."""
+    source = {"type": "prometheus", "uid": "${datasource}"}
+    found = []
+    for index, (title, kind, expr, legend, unit) in enumerate(panels(s)):
+        panel = {"id": index + 1, "title": title, "type": kind, "datasource": source,
+                 "gridPos": {"h": 8, "w": 12, "x": 12 * (index % 2), "y": 8 * (index // 2)},
+                 "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+                 "targets": [{"refId": "A", "datasource": source, "expr": expr, "legendFormat": legend,
+                              "instant": kind in ("stat", "table")}]}
+        found.append(panel)
+    return {"uid": s["dashboard_uid"], "title": s["dashboard_title"], "schemaVersion": 39, "version": 1,
+            "editable": True, "time": {"from": "now-6h", "to": "now"}, "refresh": "30s",
+            "tags": ["gpufleet", "vgpu", "volcano"], "panels": found,
+            "templating": {"list": [{"name": "datasource", "label": "Prometheus", "type": "datasource",
+                                     "query": "prometheus", "current": {}, "hide": 0}]}}
+
+
+def dashboard_configmap(s, labels):
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "gpufleet-vgpu-dashboard", "namespace": s["dashboard_namespace"],
+                         "labels": dict(MANAGED_BY, **labels)},
+            "data": {"gpufleet-vgpu.json": json.dumps(dashboard(s), indent=1, sort_keys=True)}}

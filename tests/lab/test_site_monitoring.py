@@ -1,0 +1,173 @@
+"""The monitoring role on a real Prometheus (Debian's package, started with the lab) that scrapes the real
+vc-scheduler, vc-controller-manager and each GPU node's plugin monitor: every dashboard query returns series in the
+lab's state, and every alert expression is empty until a scenario built for it - a pod and a gang Volcano cannot
+place, the plugin gone from every node, a GPU lost on rig01 - and empty again after it. The alerts' `for` durations
+are promtool's to test (tests/unit/.../test__monitoring_promtool.py); here each expression is evaluated as Prometheus
+evaluates it, through its HTTP API."""
+
+import json
+import pathlib
+import subprocess
+import urllib.parse
+import urllib.request
+
+import yaml
+from kubernetes import client
+
+from harness import fake_nvml
+from helpers import ROOT, failed_messages, run_playbook
+from labkit import GPU_NODES, allocatable, wait_for
+
+NAMESPACE = "gpufleet-monitoring-test"
+
+
+def lab_info(lab):
+    return json.loads((lab["dir"] / "lab.json").read_text())
+
+
+def api(lab, path, **params):
+    url = lab_info(lab)["prometheus_url"] + path + ("?" + urllib.parse.urlencode(params) if params else "")
+    with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 (lab loopback)
+        body = json.loads(response.read().decode())
+    assert body["status"] == "success", body
+    return body["data"]
+
+
+def query(lab, expr):
+    return api(lab, "/api/v1/query", query=expr)["result"]
+
+
+def rules(lab):
+    return yaml.safe_load(pathlib.Path(lab_info(lab)["prometheus_rules"]).read_text())["groups"][0]["rules"]
+
+
+def alerting(lab):
+    """{alert name: sorted label sets its expression returns now} of every alert of the rules file."""
+    found = {}
+    for rule in rules(lab):
+        if "alert" in rule:
+            found[rule["alert"]] = sorted(
+                tuple(sorted((k, v) for k, v in series["metric"].items() if k in ("node", "job_id")))
+                for series in query(lab, rule["expr"]))
+    return found
+
+
+def quiet(lab):
+    return {name: [] for name in alerting(lab)}
+
+
+def converged(lab):
+    """cluster.yml (Volcano, the plugin, the monitoring) in place; converged only where no earlier test left it."""
+    info = lab_info(lab)
+    if not pathlib.Path(info["prometheus_rules"]).exists() or [allocatable(lab, n) for n in GPU_NODES] != ["10", "10"]:
+        rc, out, err = run_playbook(ROOT / "playbooks" / "cluster.yml", env=lab["env"],
+                                    inventory=str(ROOT / "inventories" / "lab"))
+        assert rc == 0, (failed_messages(out), err[-2000:])
+
+
+def on_host(lab, node, script):
+    host = lab_info(lab)["hosts"][node]
+    subprocess.run(["podman", "exec", host, "sh", "-c", script], check=True)
+
+
+def plugin_pod(lab, node):
+    pods = client.CoreV1Api(lab["api"]).list_namespaced_pod(
+        "kube-system", label_selector="gpufleet.io/component=device-plugin", field_selector="spec.nodeName=" + node)
+    return [p for p in pods.items if p.metadata.deletion_timestamp is None]
+
+
+def test_dashboard_and_alerts_on_the_labs_prometheus(lab):
+    converged(lab)
+    core = client.CoreV1Api(lab["api"])
+    # Prometheus reloaded the rules the role wrote, and scrapes every component under the role's job names.
+    wait_for(lambda: [(g["name"], len(g["rules"])) for g in api(lab, "/api/v1/rules")["groups"]]
+             == [("gpufleet-vgpu", len(rules(lab)))] or api(lab, "/api/v1/rules")["groups"], 60, "the rules loaded")
+
+    def targets():
+        return sorted((t["labels"]["job"], t["labels"].get("node", ""), t["health"])
+                      for t in api(lab, "/api/v1/targets")["activeTargets"])
+    wait_for(lambda: targets() == [("gpufleet-vgpu-monitor", "rig01", "up"), ("gpufleet-vgpu-monitor", "rig02", "up"),
+                                   ("gpufleet-volcano-controllers", "", "up"),
+                                   ("gpufleet-volcano-scheduler", "", "up")] or targets(), 60, "every target up")
+    wait_for(lambda: alerting(lab) == quiet(lab) or alerting(lab), 60, "no alert in the lab's steady state")
+
+    core.create_namespace({"metadata": {"name": NAMESPACE}})
+    try:
+        # One vGPU pod that runs, one that asks for more GPUs than a node has, and a gang of two such pods.
+        def pod(name, number, **meta):
+            return {"metadata": dict({"name": name}, **meta), "spec": {
+                "schedulerName": "volcano", "containers": [{"name": "cuda", "image": "registry.invalid/cuda:1",
+                                                            "resources": {"limits": {
+                                                                "volcano.sh/vgpu-number": str(number),
+                                                                "volcano.sh/vgpu-memory": "1000"}}}]}}
+        core.create_namespaced_pod(NAMESPACE, pod("runs", 1))
+        waiting = core.create_namespaced_pod(NAMESPACE, pod("too-many-gpus", 6))
+        client.CustomObjectsApi(lab["api"]).create_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", NAMESPACE, "jobs", {
+                "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "gang"},
+                "spec": {"schedulerName": "volcano", "minAvailable": 2, "tasks": [
+                    {"name": "worker", "replicas": 2,
+                     "template": {"spec": dict(pod("w", 6)["spec"], restartPolicy="Never")}}]}})
+        wait_for(lambda: core.read_namespaced_pod("runs", NAMESPACE).status.phase == "Running", 90, "the vGPU pod Running")
+
+        # Every dashboard query returns series now (the dashboard file as the role wrote it).
+        board = json.loads((pathlib.Path(lab_info(lab)["prometheus_rules"]).parent / "gpufleet-dashboard.json")
+                           .read_text())
+
+        def empty_panels():
+            return [p["title"] for p in board["panels"] if not query(lab, p["targets"][0]["expr"])]
+        wait_for(lambda: empty_panels() == [] or empty_panels(), 90, "every dashboard query answered")
+
+        def waiting_alerts():
+            now = alerting(lab)
+            return now["GpufleetVolcanoJobPending"], now["GpufleetGangWaiting"], [
+                name for name, found in now.items()
+                if found and name not in ("GpufleetVolcanoJobPending", "GpufleetGangWaiting")]
+
+        def only_the_waiting_ones():
+            pending, gang, others = waiting_alerts()
+            return (len(pending) == 1 and len(gang) == 1 and not others) or (pending, gang, others)
+        wait_for(only_the_waiting_ones, 60, "the pending pod and the gang alerting, nothing else")
+        pending, gang, dummy = waiting_alerts()
+        # The bare pod's group is podgroup-<its uid>; the Job's is named after the Job.
+        assert pending == [(("job_id", "podgroup-" + waiting.metadata.uid),)], pending
+        assert gang[0][0][1].startswith("gang-"), gang
+    finally:
+        core.delete_namespace(NAMESPACE)
+    wait_for(lambda: alerting(lab) == quiet(lab) or alerting(lab), 120, "quiet again once the pods are gone")
+
+    # The plugin gone from every GPU node (a nodeSelector no node matches): its pods and monitors stop.
+    apps = client.AppsV1Api(lab["api"])
+    [daemonset] = apps.list_namespaced_daemon_set("kube-system", label_selector="gpufleet.io/component=device-plugin").items
+    selector = dict(daemonset.spec.template.spec.node_selector)
+    assert "lab.gpufleet.io/no-such-node" not in selector
+    apps.patch_namespaced_daemon_set(daemonset.metadata.name, "kube-system", {"spec": {"template": {"spec": {
+        "nodeSelector": dict(selector, **{"lab.gpufleet.io/no-such-node": "true"})}}}})
+    try:
+        wanted = dict(quiet(lab), GpufleetVGPUPluginDown=[(("node", "rig01"),), (("node", "rig02"),)])
+        wait_for(lambda: alerting(lab) == wanted or alerting(lab), 90, "GpufleetVGPUPluginDown for both nodes only")
+    finally:
+        # A merge patch keeps keys it does not name: the added one is removed by name.
+        apps.patch_namespaced_daemon_set(daemonset.metadata.name, "kube-system", {"spec": {"template": {"spec": {
+            "nodeSelector": {"lab.gpufleet.io/no-such-node": None}}}}})
+    wait_for(lambda: alerting(lab) == quiet(lab) or alerting(lab), 120, "quiet again with the plugin back")
+
+    # rig01's GPU 3 fallen off the bus: NVML answers GPU_IS_LOST on its handle (the fixture), read by the plugin's
+    # monitor when it starts again.
+    lost = fake_nvml.flatten(json.loads((ROOT / "tests" / "fixtures" / "nvml" / "rig01-gpu-lost.json").read_text()))
+    fixture = "/etc/gpufleet-fake-nvml/fixture.conf"
+    on_host(lab, "rig01", "cp %s %s.saved && cat > %s <<'EOF'\n%s\nEOF" % (fixture, fixture, fixture, lost))
+    try:
+        for pod in plugin_pod(lab, "rig01"):
+            core.delete_namespaced_pod(pod.metadata.name, "kube-system")
+        wanted = dict(quiet(lab), GpufleetGPUMissing=[(("node", "rig01"),)])
+        wait_for(lambda: alerting(lab) == wanted or alerting(lab), 120, "GpufleetGPUMissing for rig01 only")
+        [series] = query(lab, [r["expr"] for r in rules(lab) if r.get("alert") == "GpufleetGPUMissing"][0])
+        assert series["value"][1] == "5", series
+    finally:
+        on_host(lab, "rig01", "mv %s.saved %s" % (fixture, fixture))
+        for pod in plugin_pod(lab, "rig01"):
+            core.delete_namespaced_pod(pod.metadata.name, "kube-system")
+    wait_for(lambda: alerting(lab) == quiet(lab) or alerting(lab), 120, "quiet again with every GPU back")
+    wait_for(lambda: [allocatable(lab, n) for n in GPU_NODES] == ["10", "10"] or
+             [allocatable(lab, n) for n in GPU_NODES], 120, "both nodes registered with 10 vGPUs again")
