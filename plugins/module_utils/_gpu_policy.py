@@ -120,14 +120,16 @@ def _gpu_findings(gpu, expect):
 def evaluate(node, inventory, expect=None):
     """Verdict for ``node`` from an ``nvml_info`` result and expectations (missing keys take DEFAULT_EXPECT).
 
-    Returns ``{"node", "ok", "failures", "warnings", "line"}``; ``line`` is one readable line for the play output.
+    Returns ``{"node", "ok", "failures", "warnings", "line", "gpus"}``; ``line`` is one readable line for the play
+    output, ``gpus`` the findings per GPU record (``index``, ``ok``, ``failures``, ``warnings``) and ``driver_ok``
+    whether the loaded driver is the one the inventory asks for.
     """
     exp = dict(DEFAULT_EXPECT)
     exp.update({k: v for k, v in (expect or {}).items() if v is not None or k == "expected_count"})
     bad = validate_expect(exp)
     if bad:
         raise ValueError("; ".join(bad))
-    failures, warnings = [], []
+    failures, warnings, gpus, driver_ok = [], [], [], True
     diag = inventory.get("diagnosis")
     if not inventory.get("ok"):
         if diag:
@@ -142,8 +144,10 @@ def evaluate(node, inventory, expect=None):
             failures.append("%s GPU(s) visible, inventory expects %s%s" % (count, wanted, missing))
         driver = inventory.get("driver_version")
         if exp["min_driver"] and driver and version_tuple(driver) < version_tuple(exp["min_driver"]):
+            driver_ok = False
             failures.append("driver %s is older than the required %s" % (driver, exp["min_driver"]))
         if exp["driver_branch"] and driver and driver.split(".")[0] != str(exp["driver_branch"]):
+            driver_ok = False
             failures.append("driver %s is loaded, but the inventory expects branch %s (nvidia_driver_branch): a "
                             "reboot is pending after a branch change, or the node was installed by hand"
                             % (driver, exp["driver_branch"]))
@@ -151,6 +155,8 @@ def evaluate(node, inventory, expect=None):
             gpu_failures, gpu_warnings = _gpu_findings(gpu, exp)
             failures.extend(gpu_failures)
             warnings.extend(gpu_warnings)
+            gpus.append({"index": gpu["index"], "ok": not gpu_failures, "failures": gpu_failures,
+                         "warnings": gpu_warnings})
     if failures:
         line = "%s: FAILED: %s" % (node, failures[0])
         if len(failures) > 1:
@@ -164,7 +170,8 @@ def evaluate(node, inventory, expect=None):
             line += ", MIG on for GPU %s" % ", ".join(mig_on)
         if warnings:
             line += "; %d warning(s): %s" % (len(warnings), "; ".join(warnings))
-    return {"node": node, "ok": not failures, "failures": failures, "warnings": warnings, "line": line}
+    return {"node": node, "ok": not failures, "failures": failures, "warnings": warnings, "line": line, "gpus": gpus,
+            "driver_ok": driver_ok if inventory.get("ok") else None}
 
 
 def fleet_summary(verdicts):

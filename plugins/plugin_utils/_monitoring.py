@@ -11,6 +11,8 @@ Every series comes from a component gpufleet deploys, read in its code:
 - vc-controller-manager :8081: `volcano_queue_pod_group_<phase>_count{queue_name}` (pkg/controllers/metrics/queue.go).
 - the plugin's monitor container :9394 (v1.12.0 cmd/vgpu-monitor/metrics.go): `HostGPUMemoryUsage` and
   `HostCoreUtilization` per GPU NVML sees on the node.
+- each GPU node's node_exporter (the site's own), from the textfile gpu_verify's health timer writes:
+  `gpufleet_gpu_*{node}` (plugins/module_utils/_gpu_health.py, whose METRICS name them all).
 
 Volcano names a pending pod's job only by its PodGroup: the podgroup controller names the group of a bare pod
 `podgroup-<pod uid>`, so that prefix tells single pods from gangs (Volcano Jobs, Kubeflow jobs, hand-made groups). No
@@ -36,7 +38,16 @@ RULE_GROUP = "gpufleet-vgpu"
 
 # Prometheus' duration syntax (model.ParseDuration): units largest first, each at most once, not empty.
 DURATION = re.compile(r"^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
-THRESHOLDS = ("down", "pending", "gang", "gpu_missing")
+THRESHOLDS = ("down", "pending", "gang", "gpu_missing", "gpu_unhealthy")
+
+
+def seconds(duration):
+    """Seconds of a Prometheus duration (DURATION-checked), for expressions that compare ages."""
+    units = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
+    total = 0
+    for number, unit in re.findall(r"(\d+)(ms|[ywdhms])", duration):
+        total += int(number) * units[unit]
+    return int(total) if total == int(total) else total
 
 
 def problems(s):
@@ -51,9 +62,10 @@ def problems(s):
     if unknown:
         found.append("monitoring_alert_for: unknown key(s) %s; allowed: %s" % (", ".join(map(str, unknown)),
                                                                                ", ".join(THRESHOLDS)))
-    for key in ("scrape_interval", "rule_interval"):
-        if not isinstance(s[key], str) or not s[key] or not DURATION.match(s[key]):
-            found.append("monitoring_%s: %r is not a Prometheus duration (such as 30s, 1m)" % (key, s[key]))
+    for key in ("scrape_interval", "rule_interval", "gpu_health_max_age"):
+        if not isinstance(s[key], str) or not s[key] or not DURATION.match(s[key]) or not seconds(s[key]):
+            found.append("monitoring_%s: %r is not a Prometheus duration above zero (such as 30s, 1m)"
+                         % (key, s[key]))
     for node, count in sorted(s["gpu_nodes"].items()):
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             found.append("monitoring_gpu_nodes.%s: %r is not a GPU count (an integer >= 1)" % (node, count))
@@ -171,7 +183,37 @@ def alerts(s):
              "Node {{ $labels.node }} should have {{ $value }} GPUs; NVML on it reports fewer (a GPU fallen off "
              "the bus, or lost to an Xid). Its vGPUs are gone with it."),
         ]
+    if s["gpu_health"]:
+        found += health_alerts(s)
     return found
+
+
+def health_alerts(s):
+    """The alerts on gpu_verify's health timer (series of _gpu_health.METRICS, through node_exporter)."""
+    t, age = s["thresholds"], seconds(s["gpu_health_max_age"])
+    journal = "'journalctl -u gpufleet-gpu-health' on the node names each finding and its next step"
+    stale = "time() - max by (node) (gpufleet_gpu_check_timestamp_seconds) > %s" % age
+    if s["gpu_nodes"]:
+        # A GPU node of the inventory whose check never reached Prometheus (timer off, node_exporter not reading
+        # the textfile directory, or not scraped) counts as stale too.
+        stale = "(%s) or (%s unless on(node) gpufleet_gpu_check_timestamp_seconds)" % (stale, EXPECTED)
+    return [
+        ("GpufleetGPUUnhealthy", "gpufleet_gpu_healthy == 0", t["gpu_unhealthy"], "critical",
+         "A GPU failed its health check",
+         "GPU {{ $labels.gpu }} ({{ $labels.pci_bus_id }}) on node {{ $labels.node }} failed gpu_verify's check: "
+         "unreachable (fallen off the bus, Xid), retired pages or a row remapping pending, or uncorrectable ECC "
+         "errors; %s." % journal),
+        ("GpufleetGPUNodeUnhealthy",
+         # The node's verdict failed with no GPU to blame: NVML down, fewer GPUs than expected, the wrong driver.
+         "gpufleet_gpu_node_healthy == 0 unless on(node) (gpufleet_gpu_healthy == 0)", t["gpu_unhealthy"],
+         "critical", "A GPU node failed its health check",
+         "Node {{ $labels.node }} failed gpu_verify's check (NVML unavailable, fewer GPUs than the inventory "
+         "says, or not the driver it installs); %s." % journal),
+        ("GpufleetGPUHealthCheckStale", stale, t["down"], "warning",
+         "A GPU node's health check is not reporting",
+         "No GPU health check from node {{ $labels.node }} for over %s: the gpufleet-gpu-health timer is stopped "
+         "or failing, or node_exporter does not read its textfile directory." % s["gpu_health_max_age"]),
+    ]
 
 
 def rules(s):
@@ -227,6 +269,17 @@ def panels(s):
         ("Scheduling cycle latency p99", "timeseries",
          "histogram_quantile(0.99, sum by (le) (rate(volcano_e2e_scheduling_latency_milliseconds_bucket%s[5m])))"
          % sched, "p99", "ms"),
+    ] + (health_panels() if s["gpu_health"] else [])
+
+
+def health_panels():
+    return [
+        ("GPU health per GPU (1 = passed)", "table", "gpufleet_gpu_healthy", "{{node}} GPU {{gpu}} {{pci_bus_id}}",
+         "none"),
+        ("GPU health findings per node", "table", "gpufleet_gpu_findings", "{{node}} {{severity}}", "none"),
+        ("Age of the last GPU health check", "stat", "time() - gpufleet_gpu_check_timestamp_seconds", "{{node}}",
+         "s"),
+        ("PCIe link width per GPU", "table", "gpufleet_gpu_pcie_link_width", "{{node}} GPU {{gpu}}", "none"),
     ]
 
 

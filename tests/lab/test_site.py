@@ -43,6 +43,9 @@ def test_site_end_to_end_then_no_change_outside_the_smoke_test(lab, tmp_path):
     assert (totals["gpus"], totals["vgpus"]) == (10, 20)
     markdown = (tmp_path / "first" / "report.md").read_text()
     assert "## Smoke tests" in markdown and "## vGPU capacity" in markdown
+    # The capacity picture beside the table (its pixels are tested in test__capacity_picture.py).
+    assert "![vGPU capacity per node and GPU](capacity.png)" in markdown
+    assert (tmp_path / "first" / "capacity.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     # What gpu_verify found is in the report, per node and GPU: rig02's fixture has one card at x8 of x16.
     assert report["gpu_checks"]["rig01"] == {"ok": True, "failures": [], "warnings": []}, report["gpu_checks"]
     [warning] = report["gpu_checks"]["rig02"]["warnings"]

@@ -1,7 +1,9 @@
 """The monitoring role on a real Prometheus (Debian's package, started with the lab) that scrapes the real
-vc-scheduler, vc-controller-manager and each GPU node's plugin monitor: every dashboard query returns series in the
-lab's state, and every alert expression is empty until a scenario built for it - a pod and a gang Volcano cannot
-place, the plugin gone from every node, a GPU lost on rig01 - and empty again after it. The alerts' `for` durations
+vc-scheduler, vc-controller-manager, each GPU node's plugin monitor and each GPU host's node_exporter (reading the
+textfile of gpu_verify's health timer): every dashboard query returns series in the lab's state, and every alert
+expression is empty until a scenario built for it - a pod and a gang Volcano cannot place, the plugin gone from every
+node while rig02's health timer is stopped, a GPU lost on rig01 while rig02's driver is not loaded - and empty again
+after it. The alerts' `for` durations
 are promtool's to test (tests/unit/.../test__monitoring_promtool.py); here each expression is evaluated as Prometheus
 evaluates it, through its HTTP API."""
 
@@ -19,6 +21,9 @@ from helpers import ROOT, failed_messages, run_playbook
 from labkit import GPU_NODES, allocatable, wait_for
 
 NAMESPACE = "gpufleet-monitoring-test"
+FIXTURE = "/etc/gpufleet-fake-nvml/fixture.conf"
+# Where the lab inventory has gpu_verify's health timer write (Debian's node_exporter reads it).
+TEXTFILE = "/var/lib/prometheus/node-exporter/gpufleet_gpu_health.prom"
 
 
 def lab_info(lab):
@@ -47,21 +52,25 @@ def alerting(lab):
     for rule in rules(lab):
         if "alert" in rule:
             found[rule["alert"]] = sorted(
-                tuple(sorted((k, v) for k, v in series["metric"].items() if k in ("node", "job_id")))
+                tuple(sorted((k, v) for k, v in series["metric"].items() if k in ("node", "job_id", "gpu")))
                 for series in query(lab, rule["expr"]))
     return found
 
 
 def quiet(lab):
-    return {name: [] for name in alerting(lab)}
+    return {rule["alert"]: [] for rule in rules(lab) if "alert" in rule}
 
 
 def converged(lab):
-    """cluster.yml (Volcano, the plugin, the monitoring) in place; converged only where no earlier test left it."""
+    """site.yml in place (the nodes' health timers, Volcano, the plugin, the monitoring); converged only where no
+    earlier test left it so."""
     info = lab_info(lab)
-    if not pathlib.Path(info["prometheus_rules"]).exists() or [allocatable(lab, n) for n in GPU_NODES] != ["10", "10"]:
-        rc, out, err = run_playbook(ROOT / "playbooks" / "cluster.yml", env=lab["env"],
-                                    inventory=str(ROOT / "inventories" / "lab"))
+    timers = [subprocess.run(["podman", "exec", info["hosts"][node], "test", "-s", TEXTFILE], check=False).returncode
+              for node in GPU_NODES]
+    if not pathlib.Path(info["prometheus_rules"]).exists() or [allocatable(lab, n) for n in GPU_NODES] != ["10", "10"] \
+            or any(timers):
+        rc, out, err = run_playbook(ROOT / "playbooks" / "site.yml", env=lab["env"],
+                                    inventory=str(ROOT / "inventories" / "lab"), local=False)
         assert rc == 0, (failed_messages(out), err[-2000:])
 
 
@@ -88,7 +97,9 @@ def test_dashboard_and_alerts_on_the_labs_prometheus(lab):
                       for t in api(lab, "/api/v1/targets")["activeTargets"])
     wait_for(lambda: targets() == [("gpufleet-vgpu-monitor", "rig01", "up"), ("gpufleet-vgpu-monitor", "rig02", "up"),
                                    ("gpufleet-volcano-controllers", "", "up"),
-                                   ("gpufleet-volcano-scheduler", "", "up")] or targets(), 60, "every target up")
+                                   ("gpufleet-volcano-scheduler", "", "up"),
+                                   ("lab-node-exporter", "", "up"), ("lab-node-exporter", "", "up")] or targets(), 60,
+             "every target up")
     wait_for(lambda: alerting(lab) == quiet(lab) or alerting(lab), 60, "no alert in the lab's steady state")
 
     core.create_namespace({"metadata": {"name": NAMESPACE}})
@@ -143,31 +154,45 @@ def test_dashboard_and_alerts_on_the_labs_prometheus(lab):
     assert "lab.gpufleet.io/no-such-node" not in selector
     apps.patch_namespaced_daemon_set(daemonset.metadata.name, "kube-system", {"spec": {"template": {"spec": {
         "nodeSelector": dict(selector, **{"lab.gpufleet.io/no-such-node": "true"})}}}})
+    # Meanwhile rig02's health timer stopped, its last metrics gone with the node_exporter textfile.
+    on_host(lab, "rig02", "systemctl stop gpufleet-gpu-health.timer && rm %s" % TEXTFILE)
     try:
-        wanted = dict(quiet(lab), GpufleetVGPUPluginDown=[(("node", "rig01"),), (("node", "rig02"),)])
-        wait_for(lambda: alerting(lab) == wanted or alerting(lab), 90, "GpufleetVGPUPluginDown for both nodes only")
+        wanted = dict(quiet(lab), GpufleetVGPUPluginDown=[(("node", "rig01"),), (("node", "rig02"),)],
+                      GpufleetGPUHealthCheckStale=[(("node", "rig02"),)])
+        wait_for(lambda: alerting(lab) == wanted or alerting(lab), 90,
+                 "GpufleetVGPUPluginDown for both nodes and GpufleetGPUHealthCheckStale for rig02 only")
     finally:
         # A merge patch keeps keys it does not name: the added one is removed by name.
         apps.patch_namespaced_daemon_set(daemonset.metadata.name, "kube-system", {"spec": {"template": {"spec": {
             "nodeSelector": {"lab.gpufleet.io/no-such-node": None}}}}})
+        # The timer runs the check as it starts.
+        on_host(lab, "rig02", "systemctl start gpufleet-gpu-health.timer")
     wait_for(lambda: alerting(lab) == quiet(lab) or alerting(lab), 120, "quiet again with the plugin back")
 
     # rig01's GPU 3 fallen off the bus: NVML answers GPU_IS_LOST on its handle (the fixture), read by the plugin's
-    # monitor when it starts again.
-    lost = fake_nvml.flatten(json.loads((ROOT / "tests" / "fixtures" / "nvml" / "rig01-gpu-lost.json").read_text()))
-    fixture = "/etc/gpufleet-fake-nvml/fixture.conf"
-    on_host(lab, "rig01", "cp %s %s.saved && cat > %s <<'EOF'\n%s\nEOF" % (fixture, fixture, fixture, lost))
+    # monitor when it starts again and by the health timer's next run. Meanwhile rig02's driver is not loaded: NVML
+    # fails to start, which its health timer's next run reports (the plugin keeps what it read when it started).
+    for node, name in (("rig01", "rig01-gpu-lost"), ("rig02", "driver-not-loaded")):
+        broken = fake_nvml.flatten(json.loads((ROOT / "tests" / "fixtures" / "nvml" / (name + ".json")).read_text()))
+        on_host(lab, node, "cp %s %s.saved && cat > %s <<'EOF'\n%s\nEOF" % (FIXTURE, FIXTURE, FIXTURE, broken))
     try:
         for pod in plugin_pod(lab, "rig01"):
             core.delete_namespaced_pod(pod.metadata.name, "kube-system")
-        wanted = dict(quiet(lab), GpufleetGPUMissing=[(("node", "rig01"),)])
-        wait_for(lambda: alerting(lab) == wanted or alerting(lab), 120, "GpufleetGPUMissing for rig01 only")
+        wanted = dict(quiet(lab), GpufleetGPUMissing=[(("node", "rig01"),)],
+                      GpufleetGPUUnhealthy=[(("gpu", "3"), ("node", "rig01"))],
+                      GpufleetGPUNodeUnhealthy=[(("node", "rig02"),)])
+        # The timer runs every minute (the role's default).
+        wait_for(lambda: alerting(lab) == wanted or alerting(lab), 150,
+                 "GpufleetGPUMissing and GpufleetGPUUnhealthy (GPU 3) for rig01, GpufleetGPUNodeUnhealthy for rig02")
         [series] = query(lab, [r["expr"] for r in rules(lab) if r.get("alert") == "GpufleetGPUMissing"][0])
         assert series["value"][1] == "5", series
+        [series] = query(lab, 'gpufleet_gpu_nvml_up{node="rig02"}')
+        assert (series["metric"]["error"], series["value"][1]) == ("DRIVER_NOT_LOADED", "0"), series
     finally:
-        on_host(lab, "rig01", "mv %s.saved %s" % (fixture, fixture))
+        for node in ("rig01", "rig02"):
+            on_host(lab, node, "mv %s.saved %s" % (FIXTURE, FIXTURE))
         for pod in plugin_pod(lab, "rig01"):
             core.delete_namespaced_pod(pod.metadata.name, "kube-system")
-    wait_for(lambda: alerting(lab) == quiet(lab) or alerting(lab), 120, "quiet again with every GPU back")
+    wait_for(lambda: alerting(lab) == quiet(lab) or alerting(lab), 150, "quiet again with every GPU back")
     wait_for(lambda: [allocatable(lab, n) for n in GPU_NODES] == ["10", "10"] or
              [allocatable(lab, n) for n in GPU_NODES], 120, "both nodes registered with 10 vGPUs again")

@@ -18,11 +18,11 @@ def test_local_fact_names_the_interpreter(host):
 def test_interpreter_imports_pinned_libraries(host):
     interpreter = _fact(host)["interpreter"]
     out = host.check_output(
-        "%s -c 'import importlib.metadata as m, pynvml, tomlkit;"
-        " print(m.version(\"nvidia-ml-py\"), m.version(\"tomlkit\"))'",
+        "%s -c 'import importlib.metadata as m, pynvml, prometheus_client, tomlkit;"
+        " print(m.version(\"nvidia-ml-py\"), m.version(\"prometheus-client\"), m.version(\"tomlkit\"))'",
         interpreter,
     )
-    assert out.split() == ["13.615.71", "0.15.2"]
+    assert out.split() == ["13.615.71", "0.26.0", "0.15.2"]
 
 
 def test_pynvml_reports_missing_driver_not_crash(host):

@@ -218,10 +218,9 @@ def up(args):  # pylint: disable=too-many-locals
         "kubectl": str(LAB / "bin" / "kubectl"), "volcano_chart": str(chart),
         "volcano_version": chart_version(chart), "plugin_version": images.plugin_version(),
         "nodes_file": str(nodes_file), "hosts": host_names})
-    if not args.no_hosts:
-        hosts.start(host_names, state)
+    hosts_up = not args.no_hosts and hosts.start(host_names, state)
     if not args.no_prometheus:
-        prometheus_url = prometheus.start(state)
+        prometheus_url = prometheus.start(state, hosts.node_exporters(host_names) if hosts_up else {})
         lab = read_json(LAB / "lab.json")
         lab.update(prometheus_url=prometheus_url, prometheus_rules=str(prometheus.RULES))
         write_json(LAB / "lab.json", lab)

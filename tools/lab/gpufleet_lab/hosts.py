@@ -51,6 +51,16 @@ def start(hosts, state):
     return True
 
 
+def node_exporters(hosts):
+    """{node: address:9100} of each host's node_exporter (on the podman network, reachable from this machine)."""
+    found = {}
+    for node, name in sorted(hosts.items()):
+        address = subprocess.run(["podman", "inspect", "--format", "{{ .NetworkSettings.IPAddress }}", name],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        found[node] = "%s:9100" % address
+    return found
+
+
 def remove(state):
     for name in state.get("containers", []):
         subprocess.run(["podman", "rm", "-f", "-t", "0", name], check=False, capture_output=True)

@@ -1,10 +1,13 @@
 """The lab's Prometheus: Debian's package (unpacked by tests/harness/prometheus.sh), scraping the real vc-scheduler,
-vc-controller-manager and each GPU node's plugin monitor, and evaluating the rules the monitoring role writes.
+vc-controller-manager, each GPU node's plugin monitor and each GPU host's node_exporter (Debian's package in the
+test-host image, reading the textfile gpu_verify's health timer writes), and evaluating the rules the monitoring role
+writes.
 
 A site's Prometheus finds those targets with kubernetes_sd (the role's scrape-configs.yml); the lab's pods have
 kwok's addresses, which lead nowhere, so the lab lists the real processes' addresses in file_sd files instead, under
 the job names a site's scrape config gives them and with the node label its relabelling adds. The job names are the
-monitoring role's defaults, written here on purpose and not imported: a change on one side fails the lab test.
+monitoring role's defaults, written here on purpose and not imported: a change on one side fails the lab test. The
+node_exporter job is the site's own, under a name of the lab's: the health series name their node themselves.
 """
 
 import subprocess
@@ -15,6 +18,7 @@ from .paths import LAB, ROOT, free_port, log, write_json
 
 JOBS = {"scheduler": "gpufleet-volcano-scheduler", "controllers": "gpufleet-volcano-controllers",
         "monitor": "gpufleet-vgpu-monitor"}
+NODE_EXPORTER_JOB = "lab-node-exporter"
 DIR = LAB / "prometheus"
 # Where the lab inventory points monitoring_files_dir; the controller reloads Prometheus when the rules change there
 # (what the Prometheus Operator's config-reloader does in a cluster).
@@ -27,18 +31,20 @@ def binaries():
     return found.stdout.strip()
 
 
-def config():
+def config(node_exporters):
     return {
         # A scrape and an evaluation every 5 s: this Prometheus's own setting (a site picks its own), so a test
         # sees a change within seconds.
         "global": {"scrape_interval": "5s", "evaluation_interval": "5s", "scrape_timeout": "4s"},
         "rule_files": [str(RULES)],
         "scrape_configs": [{"job_name": job, "file_sd_configs": [{"files": [str(DIR / "targets" / ("%s.json" % key))]}]}
-                           for key, job in JOBS.items()],
+                           for key, job in JOBS.items()] + [
+            {"job_name": NODE_EXPORTER_JOB, "static_configs": [{"targets": sorted(node_exporters.values())}]}],
     }
 
 
-def start(state):
+def start(state, node_exporters):
+    """Start Prometheus; ``node_exporters`` is {node: host:port} of the GPU hosts' node_exporter."""
     import yaml  # pylint: disable=import-outside-toplevel
 
     bin_dir = binaries()
@@ -46,7 +52,7 @@ def start(state):
         (DIR / sub).mkdir(parents=True, exist_ok=True)
     for key in JOBS:
         write_json(DIR / "targets" / ("%s.json" % key), [])
-    (DIR / "prometheus.yml").write_text(yaml.safe_dump(config(), sort_keys=False))
+    (DIR / "prometheus.yml").write_text(yaml.safe_dump(config(node_exporters), sort_keys=False))
     port = free_port()
     state["ports"]["prometheus"] = port
     from . import procs  # pylint: disable=import-outside-toplevel

@@ -15,8 +15,8 @@ SETTINGS = {
     "plugin_namespace": "kube-system", "plugin_pod_label": ["gpufleet.io/component", "device-plugin"],
     "dashboard_namespace": "volcano-system", "dashboard_uid": "gpufleet-vgpu", "dashboard_title": "gpufleet",
     "scrape_interval": "30s", "rule_interval": "30s",
-    "thresholds": {"down": "5m", "pending": "15m", "gang": "15m", "gpu_missing": "2m"},
-    "alert_labels": {}, "gpu_nodes": {"rig01": 5, "rig02": 5},
+    "thresholds": {"down": "5m", "pending": "15m", "gang": "15m", "gpu_missing": "2m", "gpu_unhealthy": "1m"},
+    "alert_labels": {}, "gpu_nodes": {"rig01": 5, "rig02": 5}, "gpu_health": True, "gpu_health_max_age": "10m",
 }
 
 
@@ -35,8 +35,10 @@ def settings(**changes):
     ({"threshold_pending": 15}, "monitoring_alert_for.pending: 15 is not a Prometheus duration"),
     ({"threshold_gang": "m5"}, "monitoring_alert_for.gang: 'm5'"),
     ({"threshold_gang": ""}, "monitoring_alert_for.gang: ''"),
-    ({"threshold_wait": "5m"}, "monitoring_alert_for: unknown key(s) wait; allowed: down, pending, gang, gpu_missing"),
+    ({"threshold_wait": "5m"}, "monitoring_alert_for: unknown key(s) wait; allowed: down, pending, gang, gpu_missing, gpu_unhealthy"),
     ({"rule_interval": "30"}, "monitoring_rule_interval: '30' is not a Prometheus duration"),
+    ({"gpu_health_max_age": "0s"}, "monitoring_gpu_health_max_age: '0s' is not a Prometheus duration above zero"),
+    ({"threshold_gpu_unhealthy": "1 min"}, "monitoring_alert_for.gpu_unhealthy: '1 min'"),
     ({"gpu_nodes": {"rig01": 0}}, "monitoring_gpu_nodes.rig01: 0 is not a GPU count"),
     ({"gpu_nodes": {"rig01": "five"}}, "monitoring_gpu_nodes.rig01: 'five' is not a GPU count"),
     ({"gpu_nodes": {"rig01": True}}, "monitoring_gpu_nodes.rig01: True is not a GPU count"),
@@ -64,10 +66,34 @@ def test_expected_series_is_one_series_per_node():
         'label_replace(vector(4), "node", "rig01", "", "") or label_replace(vector(5), "node", "rig02", "", "")')
 
 
+def names_of(found):
+    return [rule.get("alert") or rule.get("record") for rule in found["groups"][0]["rules"]]
+
+
 def test_rules_without_gpu_nodes_leave_the_node_alerts_out():
-    names = [rule.get("alert") or rule.get("record") for rule in _monitoring.rules(settings(gpu_nodes={}))
-             ["groups"][0]["rules"]]
-    assert names == ["GpufleetVolcanoSchedulerDown", "GpufleetVolcanoJobPending", "GpufleetGangWaiting"]
+    health = ["GpufleetGPUUnhealthy", "GpufleetGPUNodeUnhealthy", "GpufleetGPUHealthCheckStale"]
+    assert names_of(_monitoring.rules(settings(gpu_nodes={}))) == [
+        "GpufleetVolcanoSchedulerDown", "GpufleetVolcanoJobPending", "GpufleetGangWaiting"] + health
+    assert names_of(_monitoring.rules(SETTINGS)) == [
+        _monitoring.EXPECTED, "GpufleetVolcanoSchedulerDown", "GpufleetVolcanoJobPending", "GpufleetGangWaiting",
+        "GpufleetVGPUPluginDown", "GpufleetGPUMissing"] + health
+    # Without inventory a stale check is one that stopped; with it, also one that never reached Prometheus.
+    stale = {a[0]: a[1] for a in _monitoring.alerts(settings(gpu_nodes={}))}["GpufleetGPUHealthCheckStale"]
+    assert stale == "time() - max by (node) (gpufleet_gpu_check_timestamp_seconds) > 600"
+    assert "unless on(node)" in {a[0]: a[1] for a in _monitoring.alerts(SETTINGS)}["GpufleetGPUHealthCheckStale"]
+
+
+def test_health_alerts_and_panels_only_with_the_health_timer():
+    off = settings(gpu_health=False)
+    assert not [name for name in names_of(_monitoring.rules(off)) if "GPUUnhealthy" in name or "Health" in name]
+    assert not [p for p in _monitoring.panels(off) if "gpufleet_gpu_" in p[2]]
+    assert len([p for p in _monitoring.panels(SETTINGS) if "gpufleet_gpu_" in p[2]]) == 4
+
+
+@pytest.mark.parametrize("duration, wanted", [("10m", 600), ("1h30m", 5400), ("90s", 90), ("1d", 86400),
+                                              ("1500ms", 1.5), ("2w", 1209600)])
+def test_seconds(duration, wanted):
+    assert _monitoring.seconds(duration) == wanted
 
 
 def test_rules_carry_thresholds_and_labels():

@@ -15,6 +15,9 @@ from helpers import ROOT
 
 SCHED = 'job="gpufleet-volcano-scheduler"'
 MON = 'job="gpufleet-vgpu-monitor"'
+# The site's own node_exporter job, whatever its name: the health series carry the node themselves.
+NODE = 'job="node-exporter", instance="10.0.0.11:9100", node="rig01"'
+GPU3 = NODE + ', gpu="3", uuid="GPU-7c1d", pci_bus_id="00000000:61:00.0"'
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +40,7 @@ def write_rules(tmp_path):
 
 def test_rules_and_the_operator_resources_spec_pass_promtool_check(promtool, tmp_path):
     rc, out = run(promtool, "check", "rules", str(write_rules(tmp_path)))
-    assert rc == 0 and "SUCCESS: 6 rules found" in out, out
+    assert rc == 0 and "SUCCESS: 9 rules found" in out, out
     (tmp_path / "spec.yml").write_text(yaml.safe_dump(_monitoring.prometheus_rule(SETTINGS, {})["spec"]))
     rc, out = run(promtool, "check", "rules", str(tmp_path / "spec.yml"))
     assert rc == 0, out
@@ -113,6 +116,39 @@ CASES = [
                                                     job="gpufleet-volcano-scheduler", job_id="podgroup-8f1c")]),
         ("16m", "GpufleetGangWaiting", [alert("GpufleetGangWaiting", "warning", 3,
                                               job="gpufleet-volcano-scheduler", job_id="resnet-ddp")]),
+    ]),
+]
+
+
+# gpu_verify's health timer: the check's time stamp advances a minute a minute (time() in promtool's evaluation).
+HEALTHY_RIG02 = [("gpufleet_gpu_check_timestamp_seconds{%s}" % NODE.replace("rig01", "rig02"), "0+60x20"),
+                 ("gpufleet_gpu_node_healthy{%s}" % NODE.replace("rig01", "rig02"), "1x20")]
+CASES += [
+    ("rig01's GPU 3 fallen off the bus, its other GPUs healthy", [
+        ("gpufleet_gpu_check_timestamp_seconds{%s}" % NODE, "0+60x20"),
+        ("gpufleet_gpu_node_healthy{%s}" % NODE, "0x20"), ("gpufleet_gpu_healthy{%s}" % GPU3, "0x20"),
+        ("gpufleet_gpu_healthy{%s}" % GPU3.replace('"3"', '"0"'), "1x20")] + HEALTHY_RIG02, [
+        ("30s", "GpufleetGPUUnhealthy", []),
+        ("2m", "GpufleetGPUUnhealthy", [alert("GpufleetGPUUnhealthy", "critical", 0, job="node-exporter",
+                                              instance="10.0.0.11:9100", node="rig01", gpu="3", uuid="GPU-7c1d",
+                                              pci_bus_id="00000000:61:00.0")]),
+        ("2m", "GpufleetGPUNodeUnhealthy", []),
+        ("2m", "GpufleetGPUHealthCheckStale", []),
+    ]),
+    ("NVML down on rig01 (no GPU to blame)", [
+        ("gpufleet_gpu_check_timestamp_seconds{%s}" % NODE, "0+60x20"),
+        ("gpufleet_gpu_node_healthy{%s}" % NODE, "0x20")] + HEALTHY_RIG02, [
+        ("2m", "GpufleetGPUNodeUnhealthy", [alert("GpufleetGPUNodeUnhealthy", "critical", 0, job="node-exporter",
+                                                  instance="10.0.0.11:9100", node="rig01")]),
+        ("2m", "GpufleetGPUUnhealthy", []),
+    ]),
+    ("rig01's check stuck at time 0, rig02's never scraped", [
+        ("gpufleet_gpu_check_timestamp_seconds{%s}" % NODE, "0x20"),
+        ("gpufleet_gpu_node_healthy{%s}" % NODE, "1x20")], [
+        ("4m", "GpufleetGPUHealthCheckStale", []),
+        ("6m", "GpufleetGPUHealthCheckStale", [alert("GpufleetGPUHealthCheckStale", "warning", 5, node="rig02")]),
+        ("16m", "GpufleetGPUHealthCheckStale", [alert("GpufleetGPUHealthCheckStale", "warning", 960, node="rig01"),
+                                                alert("GpufleetGPUHealthCheckStale", "warning", 5, node="rig02")]),
     ]),
 ]
 
