@@ -1,11 +1,11 @@
 """The monitoring role on a real Prometheus (Debian's package, started with the lab) that scrapes the real
 vc-scheduler, vc-controller-manager, each GPU node's plugin monitor and each GPU host's node_exporter (reading the
 textfile of gpu_verify's health timer): every dashboard query returns series in the lab's state, and every alert
-expression is empty until a scenario built for it - a pod and a gang Volcano cannot place, the plugin gone from every
-node while rig02's health timer is stopped, a GPU lost on rig01 while rig02's driver is not loaded - and empty again
-after it. The alerts' `for` durations
-are promtool's to test (tests/unit/.../test__monitoring_promtool.py); here each expression is evaluated as Prometheus
-evaluates it, through its HTTP API."""
+expression is empty until a scenario built for it - a pod and a gang Volcano cannot place, the scheduler scaled to
+zero, the plugin gone from every node while rig02's health timer is stopped, a GPU lost on rig01 while rig02's
+driver is not loaded - and empty again after it. The alerts' `for` durations are promtool's to test
+(tests/unit/.../test__monitoring_promtool.py); here each expression is evaluated as Prometheus evaluates it, through
+its HTTP API."""
 
 import json
 import pathlib
@@ -87,6 +87,7 @@ def plugin_pod(lab, node):
 
 def test_dashboard_and_alerts_on_the_labs_prometheus(lab):
     converged(lab)
+    fired = set()
     core = client.CoreV1Api(lab["api"])
     # Prometheus reloaded the rules the role wrote, and scrapes every component under the role's job names.
     wait_for(lambda: [(g["name"], len(g["rules"])) for g in api(lab, "/api/v1/rules")["groups"]]
@@ -143,12 +144,25 @@ def test_dashboard_and_alerts_on_the_labs_prometheus(lab):
         # The bare pod's group is podgroup-<its uid>; the Job's is named after the Job.
         assert pending == [(("job_id", "podgroup-" + waiting.metadata.uid),)], pending
         assert gang[0][0][1].startswith("gang-"), gang
+        fired.update(("GpufleetVolcanoJobPending", "GpufleetGangWaiting"))
     finally:
         core.delete_namespace(NAMESPACE)
     wait_for(lambda: alerting(lab) == quiet(lab) or alerting(lab), 120, "quiet again once the pods are gone")
 
-    # The plugin gone from every GPU node (a nodeSelector no node matches): its pods and monitors stop.
+    # The scheduler gone (its Deployment scaled to zero, as an outage leaves it): nothing scrapes it any more.
     apps = client.AppsV1Api(lab["api"])
+    [scheduler] = apps.list_namespaced_deployment("volcano-system", label_selector="app=volcano-scheduler").items
+    apps.patch_namespaced_deployment_scale(scheduler.metadata.name, "volcano-system", {"spec": {"replicas": 0}})
+    try:
+        wanted = dict(quiet(lab), GpufleetVolcanoSchedulerDown=[()])
+        wait_for(lambda: alerting(lab) == wanted or alerting(lab), 90, "GpufleetVolcanoSchedulerDown only")
+        fired.update(name for name, found in wanted.items() if found)
+    finally:
+        apps.patch_namespaced_deployment_scale(scheduler.metadata.name, "volcano-system",
+                                               {"spec": {"replicas": scheduler.spec.replicas}})
+    wait_for(lambda: alerting(lab) == quiet(lab) or alerting(lab), 120, "quiet again with the scheduler back")
+
+    # The plugin gone from every GPU node (a nodeSelector no node matches): its pods and monitors stop.
     [daemonset] = apps.list_namespaced_daemon_set("kube-system", label_selector="gpufleet.io/component=device-plugin").items
     selector = dict(daemonset.spec.template.spec.node_selector)
     assert "lab.gpufleet.io/no-such-node" not in selector
@@ -161,6 +175,7 @@ def test_dashboard_and_alerts_on_the_labs_prometheus(lab):
                       GpufleetGPUHealthCheckStale=[(("node", "rig02"),)])
         wait_for(lambda: alerting(lab) == wanted or alerting(lab), 90,
                  "GpufleetVGPUPluginDown for both nodes and GpufleetGPUHealthCheckStale for rig02 only")
+        fired.update(name for name, found in wanted.items() if found)
     finally:
         # A merge patch keeps keys it does not name: the added one is removed by name.
         apps.patch_namespaced_daemon_set(daemonset.metadata.name, "kube-system", {"spec": {"template": {"spec": {
@@ -184,6 +199,7 @@ def test_dashboard_and_alerts_on_the_labs_prometheus(lab):
         # The timer runs every minute (the role's default).
         wait_for(lambda: alerting(lab) == wanted or alerting(lab), 150,
                  "GpufleetGPUMissing and GpufleetGPUUnhealthy (GPU 3) for rig01, GpufleetGPUNodeUnhealthy for rig02")
+        fired.update(name for name, found in wanted.items() if found)
         [series] = query(lab, [r["expr"] for r in rules(lab) if r.get("alert") == "GpufleetGPUMissing"][0])
         assert series["value"][1] == "5", series
         [series] = query(lab, 'gpufleet_gpu_nvml_up{node="rig02"}')
@@ -196,3 +212,5 @@ def test_dashboard_and_alerts_on_the_labs_prometheus(lab):
     wait_for(lambda: alerting(lab) == quiet(lab) or alerting(lab), 150, "quiet again with every GPU back")
     wait_for(lambda: [allocatable(lab, n) for n in GPU_NODES] == ["10", "10"] or
              [allocatable(lab, n) for n in GPU_NODES], 120, "both nodes registered with 10 vGPUs again")
+    # Every alert of the rules fired in one of the scenarios above.
+    assert fired == set(quiet(lab)), set(quiet(lab)) - fired
