@@ -6,7 +6,7 @@
 The same code runs in three places: the gpu_health_timer module installs it on the node (with _nvml and
 _gpu_policy, the code nvml_info and the gpu_verdict filter run), a systemd timer runs it there from node_python's
 virtualenv as ``python -m ansible_collections.gpufleet.vgpu.plugins.module_utils._gpu_health CONFIG``, and the
-unit tests call ``samples`` and ``render`` directly. Private to the collection: no API promise.
+unit tests call ``samples`` and ``registry`` directly. Private to the collection: no API promise.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import time
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _gpu_policy, _nvml
 
 UNIT = "gpufleet-gpu-health"
-TEXTFILE = "gpufleet_gpu_health.prom"
 # Every series the check writes: name -> (labels, help). The monitoring role's alerts and dashboard read these.
 NODE = ("node",)
 GPU = ("node", "gpu", "uuid", "pci_bus_id")
@@ -45,10 +44,6 @@ METRICS = {
 }
 
 
-def _bit(value):
-    return None if value is None else int(bool(value))
-
-
 def samples(node, inventory, verdict, expect, now):
     """[(metric, labels, value)] of one check: ``inventory`` is _nvml.collect()'s result, ``verdict`` _gpu_policy's
     evaluate() of it with ``expect``, ``now`` the Unix time of the check."""
@@ -71,10 +66,10 @@ def samples(node, inventory, verdict, expect, now):
                                                    expected_branch=str(expect.get("driver_branch") or ""),
                                                    min_driver=str(expect.get("min_driver") or "")), 1))
     found.append(("gpufleet_gpu_driver_ok", base, int(bool(verdict.get("driver_ok")))))
-    judged = {gpu["index"]: gpu for gpu in verdict.get("gpus", [])}
-    for gpu in inventory.get("gpus", []):
+    # evaluate() judges every GPU record, in the inventory's order.
+    for gpu, judged in zip(inventory.get("gpus", []), verdict["gpus"]):
         labels = dict(base, gpu=str(gpu["index"]), uuid=gpu.get("uuid") or "", pci_bus_id=gpu.get("pci_bus_id") or "")
-        found.append(("gpufleet_gpu_healthy", labels, int(judged.get(gpu["index"], {}).get("ok", False))))
+        found.append(("gpufleet_gpu_healthy", labels, int(judged["ok"])))
         for counter in ("volatile", "aggregate"):
             value = gpu.get("ecc_uncorrected_" + counter)
             if value is not None:
@@ -86,32 +81,31 @@ def samples(node, inventory, verdict, expect, now):
                               ("gpufleet_gpu_pcie_link_width_max", "pcie_link_width_max")):
             value = gpu.get(field)
             if value is not None:
-                found.append((metric, labels, _bit(value) if isinstance(value, bool) else value))
+                found.append((metric, labels, int(value)))
     return found
 
 
-def render(found):
-    """The text-format exposition of ``samples()`` (prometheus-client's, as node_exporter's textfile collector reads)
-    and the registry behind it."""
+def registry(found):
+    """A prometheus-client registry holding ``samples()``, one gauge per metric."""
     # prometheus-client is installed where this runs (node_python's virtualenv, the controller's); the module that
     # installs this file only needs the standard library.
-    from prometheus_client import CollectorRegistry, Gauge, generate_latest  # pylint: disable=import-outside-toplevel
+    from prometheus_client import CollectorRegistry, Gauge  # pylint: disable=import-outside-toplevel
 
-    registry = CollectorRegistry()
+    found_registry = CollectorRegistry()
     gauges = {}
     for metric, labels, value in found:
         names, text = METRICS[metric]
         if metric not in gauges:
-            gauges[metric] = Gauge(metric, text, list(names), registry=registry)
+            gauges[metric] = Gauge(metric, text, list(names), registry=found_registry)
         gauges[metric].labels(**{name: labels[name] for name in names}).set(value)
-    return generate_latest(registry).decode("utf-8"), registry
+    return found_registry
 
 
 def check(nvml, config, now):
     """(verdict, samples) of one NVML check with the installed ``config`` (node, expect)."""
-    inventory = _nvml.collect(nvml)
-    verdict = _gpu_policy.evaluate(config["node"], inventory, config.get("expect") or {})
-    return verdict, samples(config["node"], inventory, verdict, config.get("expect") or {}, now)
+    inventory, expect = _nvml.collect(nvml), config.get("expect") or {}
+    verdict = _gpu_policy.evaluate(config["node"], inventory, expect)
+    return verdict, samples(config["node"], inventory, verdict, expect, now)
 
 
 def units(config_path, interpreter, install_dir, interval):
@@ -146,13 +140,6 @@ def units(config_path, interpreter, install_dir, interval):
     return {UNIT + ".service": service, UNIT + ".timer": timer}
 
 
-def write_textfile(path, registry):
-    from prometheus_client import write_to_textfile  # pylint: disable=import-outside-toplevel
-
-    # Written to a temporary file and renamed: node_exporter never reads half a file.
-    write_to_textfile(path, registry)
-
-
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
@@ -161,10 +148,11 @@ def main(argv=None):
     with open(argv[0], encoding="utf-8") as handle:
         config = json.load(handle)
     import pynvml  # pylint: disable=import-outside-toplevel
+    from prometheus_client import write_to_textfile  # pylint: disable=import-outside-toplevel
 
     verdict, found = check(pynvml, config, time.time())
-    dummy, registry = render(found)
-    write_textfile(config["textfile"], registry)
+    # Written to a temporary file and renamed: node_exporter never reads half a file.
+    write_to_textfile(config["textfile"], registry(found))
     # The journal keeps what the metrics only count: each finding with its cause and next step. (This runs under
     # systemd, not as a module: standard output is the journal.)
     # The verdict line names the first failure (and an OK line its warnings); the rest follow, one a line.

@@ -120,9 +120,9 @@ def _gpu_findings(gpu, expect):
 def evaluate(node, inventory, expect=None):
     """Verdict for ``node`` from an ``nvml_info`` result and expectations (missing keys take DEFAULT_EXPECT).
 
-    Returns ``{"node", "ok", "failures", "warnings", "line", "gpus"}``; ``line`` is one readable line for the play
-    output, ``gpus`` the findings per GPU record (``index``, ``ok``, ``failures``, ``warnings``) and ``driver_ok``
-    whether the loaded driver is the one the inventory asks for.
+    Returns ``{"node", "ok", "failures", "warnings", "line", "gpus", "driver_ok"}``; ``line`` is one readable line for
+    the play output, ``gpus`` the findings per GPU record in the inventory's order (``index``, ``ok``, ``failures``,
+    ``warnings``) and ``driver_ok`` whether the loaded driver is the one the inventory asks for (None without NVML).
     """
     exp = dict(DEFAULT_EXPECT)
     exp.update({k: v for k, v in (expect or {}).items() if v is not None or k == "expected_count"})

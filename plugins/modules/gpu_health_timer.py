@@ -157,10 +157,7 @@ def main():
     result = dict(changed=False, files=[], units_changed=False, unit=_gpu_health.UNIT + ".timer")
 
     if params["state"] == "absent":
-        package_dir = os.path.join(params["path"], PACKAGE)
-        gone = unit_names + [params["textfile"], os.path.join(params["path"], "config.json")] + [
-            os.path.join(package_dir, m.__name__.rsplit(".", 1)[-1] + ".py") for m in CODE]
-        result["files"] = [path for path in gone if os.path.exists(path)]
+        result["files"] = [path for path in sorted(wanted_files(params)) + [params["textfile"]] if os.path.exists(path)]
         result["units_changed"] = any(path in unit_names for path in result["files"])
         result["changed"] = bool(result["files"])
         if not module.check_mode and result["files"]:

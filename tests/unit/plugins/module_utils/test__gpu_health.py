@@ -2,6 +2,7 @@
 libnvidia-ml.so.1 in tests/integration/test_gpu_health.py, under systemd in molecule gpu_verify and in the lab)."""
 
 import pytest
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _gpu_health, _gpu_policy, _nvml
@@ -73,7 +74,7 @@ def test_every_metric_is_declared_and_rendered_with_its_labels():
     verdict = _gpu_policy.evaluate("rig01", inv, {"expected_count": 2})
     found = _gpu_health.samples("rig01", inv, verdict, {"expected_count": 2}, 5.5)
     assert {metric for metric, dummy, dummy in found} == set(_gpu_health.METRICS)
-    text, dummy = _gpu_health.render(found)
+    text = generate_latest(_gpu_health.registry(found)).decode("utf-8")
     parsed = {(s.name, tuple(sorted(s.labels.items()))): s.value
               for family in text_string_to_metric_families(text) for s in family.samples}
     assert len(parsed) == len(found)
