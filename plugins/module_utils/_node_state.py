@@ -1,12 +1,13 @@
 # Copyright (c) gpufleet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Converged-state stamps: what a node role left on a node, and whether the node still matches it.
+"""Converged-state stamps, node side: what a node role left on a node, observed again during fact gathering.
 
-A node role that converged records a stamp: the digest of its inputs (its variables, the facts it depends on and
+A node role that converged records a stamp: the digest of its inputs (its options, the facts it depends on and
 its own code) and a spec of the state it manages (files, directory trees and listings, packages, services), with
 that state as observed right after the run. The executable local fact that the record module installs re-observes
 every stamp's spec during fact gathering, so a rerun learns whether anything drifted without a round trip of its
-own; a role whose digest matches and whose state is intact skips its tasks.
+own. The verdict (the same digest and an intact state: skip the role) is the controller's, in
+plugin_utils/_fast_path.py, so that nothing but observation is copied to a node.
 
 This file is also that local fact: it depends on the standard library only and runs as a script.
 """
@@ -25,8 +26,6 @@ SPEC_KEYS = ("files", "trees", "listings", "packages", "services")
 PACKAGE_MANAGERS = ("rpm", "dpkg")
 MAX_DRIFT = 10
 STAMP_DIR = "/var/lib/gpufleet/stamps"
-# Facts older than this (seconds) come from a cache, not from this run: they do not show the node's present state.
-MAX_FACT_AGE = 300
 # A tree larger than this is not hashed (a stamp that watches a big tree would slow every fact gathering down);
 # such a tree always counts as drift, so it can never vouch for a fast path.
 MAX_TREE_FILES = 2000
@@ -213,36 +212,6 @@ def report(stamp_dir, run=_run):
         except (OSError, ValueError, KeyError, TypeError) as exc:
             result[name] = {"digest": None, "intact": False, "drift": ["unreadable stamp: %s" % exc], "data": {}}
     return result
-
-
-def verdict(facts, name, digest, enabled=True, now=None, max_age=MAX_FACT_AGE):
-    """Whether a role may skip its tasks: ``{"converged": bool, "reason": str}``.
-
-    ``facts`` are the host's gathered facts (``ansible_local.gpufleet_state`` and ``date_time.epoch``), ``digest``
-    that of this run's inputs, ``now`` the controller's epoch: facts older than ``max_age`` seconds (a fact cache)
-    no longer tell the node's present state.
-    """
-    if not enabled:
-        return {"converged": False, "reason": "the fast path is off"}
-    local = (facts.get("ansible_local") or {}).get("gpufleet_state")
-    if not isinstance(local, dict):
-        return {"converged": False, "reason": "no state recorded yet" if local is None else "the state fact failed: %s" % local}
-    stamp = local.get(name)
-    if not isinstance(stamp, dict) or not stamp.get("digest"):
-        return {"converged": False, "reason": "no state recorded yet" if stamp is None
-                else "; ".join((stamp or {}).get("drift") or ["the stamp is unreadable"])}
-    if stamp["digest"] != digest:
-        return {"converged": False, "reason": "the inputs differ from the last run (variables, facts or gpufleet's code)"}
-    if not stamp.get("intact"):
-        return {"converged": False, "reason": "changed on the node: %s" % "; ".join(stamp.get("drift") or ["unknown"])}
-    if now is not None:
-        try:
-            age = abs(float(now) - float((facts.get("date_time") or {})["epoch"]))
-        except (KeyError, TypeError, ValueError):
-            return {"converged": False, "reason": "the facts carry no time (gather_subset without date_time)"}
-        if age > max_age:
-            return {"converged": False, "reason": "the facts are %d s old (a fact cache?)" % age}
-    return {"converged": True, "reason": "unchanged since the last run"}
 
 
 def fact_main(stamp_dir=STAMP_DIR):

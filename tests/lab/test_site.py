@@ -79,9 +79,9 @@ NODE_ROLES = ("node_python", "nvidia_driver", "container_runtime")
 
 
 def fast_path_messages(out):
-    """{(host, role): message} of every node role's "Report the fast path" task."""
+    """{(host, role): message} of every node role's "Fast path" task (action gpufleet.vgpu.fast_path)."""
     return {(host, task["task"]["name"].split(" :")[0].rsplit(".", 1)[-1]): result.get("msg", "")
-            for play in out["plays"] for task in play["tasks"] if task["task"]["name"].endswith("Report the fast path")
+            for play in out["plays"] for task in play["tasks"] if task["task"]["name"].endswith(" : Fast path")
             for host, result in task["hosts"].items()}
 
 

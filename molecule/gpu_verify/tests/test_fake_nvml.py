@@ -11,7 +11,8 @@ SCRIPT = (
 
 
 def test_pynvml_reads_the_fixture(host):
-    interpreter = json.loads(host.file("/etc/ansible/facts.d/gpufleet_node_python.fact").content_string)["interpreter"]
+    fact = json.loads(host.check_output("/etc/ansible/facts.d/gpufleet_state.fact"))
+    interpreter = fact["node_python"]["data"]["interpreter"]
     out = json.loads(host.check_output("%s -c %s", interpreter, SCRIPT))
     assert out["count"] == 5
     assert out["name"].startswith("NVIDIA GeForce RTX 40")

@@ -2,17 +2,23 @@
 
 import json
 
-FACT = "/etc/ansible/facts.d/gpufleet_node_python.fact"
+# gpufleet's one local fact; setup runs it as this test does, and node_python's stamp carries the interpreter.
+FACT = "/etc/ansible/facts.d/gpufleet_state.fact"
 
 
 def _fact(host):
-    return json.loads(host.file(FACT).content_string)
+    return json.loads(host.check_output(FACT))["node_python"]["data"]
 
 
 def test_local_fact_names_the_interpreter(host):
     fact = _fact(host)
     assert fact["interpreter"] == "/opt/gpufleet/venv/bin/python"
+    assert fact["venv"] == "/opt/gpufleet/venv"
     assert host.file(fact["interpreter"]).exists
+
+
+def test_the_former_interpreter_fact_is_gone(host):
+    assert not host.file("/etc/ansible/facts.d/gpufleet_node_python.fact").exists
 
 
 def test_interpreter_imports_pinned_libraries(host):

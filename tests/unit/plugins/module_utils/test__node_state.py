@@ -1,4 +1,4 @@
-"""Table tests for the converged-state stamps: spec checks, observation, drift, the fact and the fast-path verdict."""
+"""Table tests for the converged-state stamps on the node: spec checks, observation, drift and the fact."""
 
 import json
 import os
@@ -160,32 +160,3 @@ def test_the_fact_reports_intact_drifted_and_unreadable_stamps(tmp_path):
     assert report["drifted"]["intact"] is False
     assert report["drifted"]["drift"] == ["file %s changed" % watched]
     assert report["broken"]["intact"] is False and report["broken"]["digest"] is None
-
-
-def facts_with(stamp, epoch=1000):
-    return {"ansible_local": {"gpufleet_state": {"role": stamp}}, "date_time": {"epoch": str(epoch)}}
-
-
-@pytest.mark.parametrize(
-    ("facts", "kwargs", "converged", "reason"),
-    [
-        (facts_with({"digest": "d1", "intact": True}), {}, True, "unchanged since the last run"),
-        (facts_with({"digest": "d1", "intact": True}), {"enabled": False}, False, "the fast path is off"),
-        ({}, {}, False, "no state recorded yet"),
-        ({"ansible_local": {"gpufleet_state": "error loading facts"}}, {}, False, "the state fact failed"),
-        ({"ansible_local": {"gpufleet_state": {}}}, {}, False, "no state recorded yet"),
-        (facts_with({"digest": "d0", "intact": True}), {}, False, "the inputs differ from the last run"),
-        (facts_with({"digest": "d1", "intact": False, "drift": ["file /a is gone"]}), {}, False,
-         "changed on the node: file /a is gone"),
-        (facts_with({"digest": None, "intact": False, "drift": ["unreadable stamp: x"]}), {}, False,
-         "unreadable stamp: x"),
-        (facts_with({"digest": "d1", "intact": True}, epoch=1000), {"now": 1100}, True, "unchanged"),
-        (facts_with({"digest": "d1", "intact": True}, epoch=1000), {"now": 4600}, False, "the facts are 3600 s old"),
-        ({"ansible_local": {"gpufleet_state": {"role": {"digest": "d1", "intact": True}}}}, {"now": 1}, False,
-         "the facts carry no time"),
-    ],
-)
-def test_verdict(facts, kwargs, converged, reason):
-    result = ns.verdict(facts, "role", "d1", **kwargs)
-    assert result["converged"] is converged
-    assert reason in result["reason"]
