@@ -25,11 +25,10 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
-        role = self._task._role
-        if role is None:
+        # Ansible's magic variables of the role this task belongs to; absent outside a role.
+        name, role_path = task_vars.get("role_name"), task_vars.get("role_path")
+        if not name or not role_path:
             raise AnsibleActionFail("fast_path runs inside a node role (it digests that role's options and files)")
-        name = role.get_name(include_role_fqcn=False)
-        role_path = role._role_path
         try:
             enabled = boolean(self._task.args.get("enabled", True), strict=True)
         except TypeError as exc:

@@ -83,21 +83,21 @@ seealso:
 """
 
 EXAMPLES = r"""
+# In a role: the controller decides (action gpufleet.vgpu.fast_path), a full run records what it converged to.
+- name: Fast path
+  gpufleet.vgpu.fast_path:
+  register: fast
+
 - name: Record what this role converged to
   gpufleet.vgpu.node_state:
     name: container_runtime
-    digest: "{{ inputs | to_json | hash('sha256') }}"
+    digest: "{{ fast.digest }}"
     spec:
       trees: [/etc/containerd]
       packages: [containerd, nvidia-container-toolkit]
       package_manager: rpm
       services: [containerd.service]
-
-- name: Skip the role's tasks on the next run when nothing drifted
-  ansible.builtin.set_fact:
-    converged: >-
-      {{ ansible_local.gpufleet_state.container_runtime.digest | default('') == inputs | to_json | hash('sha256')
-         and ansible_local.gpufleet_state.container_runtime.intact | default(false) }}
+  when: not fast.converged and not ansible_check_mode
 """
 
 RETURN = r"""
