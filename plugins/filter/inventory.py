@@ -10,7 +10,8 @@ version_added: 0.1.0
 author: gpufleet maintainers (@gpufleet)
 description:
   - Finds hosts in two unrelated groups that set one of gpufleet's variables to different values (Ansible would
-    pick one by group depth and name, silently), and inventory hosts that share one C(ansible_host) and port.
+    pick one by group depth and name, silently), inventory hosts that share one C(ansible_host) and port, and
+    hosts that still set a per-role cluster access variable that C(gpufleet_kube_auth) replaced.
   - Controller only; it reads the inventory as C(ansible-inventory --export --list) prints it.
 options:
   _input:
@@ -23,7 +24,8 @@ options:
     elements: str
     required: true
   all_hosts:
-    description: Every inventory host (C(groups['all'])); those that set C(ansible_host) are compared by address.
+    description: Every inventory host (C(groups['all'])); those that set C(ansible_host) are compared by address,
+      and each is checked for replaced variables.
     type: list
     elements: str
     required: true
@@ -56,12 +58,14 @@ from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _inventory
 
 
 def inventory_shape_errors(export, hosts, all_hosts, hostvars):
-    addresses = {}
+    addresses, replaced = {}, {}
     for host in all_hosts or []:
         host_vars = hostvars.get(host) or {}
         if host_vars.get("ansible_host") is not None:
             addresses[host] = (host_vars["ansible_host"], host_vars.get("ansible_port") or "")
-    return _inventory.group_conflicts(export or {}, hosts or []) + _inventory.duplicate_addresses(addresses)
+        replaced[host] = [name for name in _inventory.REPLACED_VARIABLES if name in host_vars]
+    return (_inventory.group_conflicts(export or {}, hosts or []) + _inventory.duplicate_addresses(addresses)
+            + _inventory.replaced_variables(replaced))
 
 
 def argument_spec_options(argument_specs):

@@ -31,7 +31,7 @@ _value:
   type: dict
 """
 
-from ansible_collections.gpufleet.vgpu.plugins.module_utils import _nvidia_driver as nd
+from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _nvidia_driver as nd
 
 
 def nvidia_driver_plan(choice):

@@ -38,14 +38,15 @@ RETURN = r"""
 _value:
   description: >-
     C(errors) (nothing else when not empty), C(memory_factor), C(device_config), C(node_config) (JSON text),
-    C(expected) (per node vgpu-number/-memory/-cores), C(legacy), C(daemonsets), C(node_labels),
-    C(node_label_patches), C(node_names), C(factor_by_node) (the factor each node alone would need), C(gpus) (what
-    each node registers), C(handshake) and C(config_hash).
+    C(expected) (per node vgpu-number/-memory/-cores), C(daemonsets), C(node_label_patches), C(factor_by_node)
+    (the factor each node alone would need), C(gpus) (what each node registers), C(handshake), C(config_hash) (the
+    plugin pods roll on it) and C(device_config_hash) (Volcano's scheduler rolls on it).
   type: dict
 """
 
-from ansible_collections.gpufleet.vgpu.plugins.module_utils import _compat
-from ansible_collections.gpufleet.vgpu.plugins.module_utils import _vgpu_plugin as vp
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _vgpu_registration
+from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _compat
+from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _vgpu_plugin as vp
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _admission
 
 
@@ -54,7 +55,7 @@ def vgpu_plugin_plan(settings, hostvars):
 
 
 def vgpu_registration_check(nodes, expected, scheduler_pods=None):
-    return vp.check_registration(nodes, expected, scheduler_pods)
+    return _vgpu_registration.check_registration(nodes, expected, scheduler_pods)
 
 
 def vgpu_conflicting_daemonsets(daemonsets, listed, image_pattern):

@@ -40,7 +40,7 @@ _value:
   type: dict
 """
 
-from ansible_collections.gpufleet.vgpu.plugins.module_utils import _volcano_config as vc
+from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _volcano_config as vc
 
 
 def volcano_plan(settings):

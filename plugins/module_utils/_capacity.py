@@ -8,6 +8,8 @@ Pure functions, no Ansible. Input are Node and Pod objects as plain dicts (what 
 
 from __future__ import annotations
 
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _markdown
+
 REGISTER = "volcano.sh/node-vgpu-register"
 POD_DEVICES = "volcano.sh/vgpu-ids-new"
 RESOURCES = ("volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores")
@@ -137,19 +139,21 @@ def markdown(capacity):
     lines = ["## vGPU capacity", "",
              "One `volcano.sh/vgpu-memory` unit = %d MiB (gpuMemoryFactor). Memory is what NVML reports, less than "
              "the nominal size; HAMi-core also counts the CUDA context against a vGPU's limit." % factor, "",
-             _default_memory_sentence(capacity["default_memory"]), "",
-             "| node | GPU | model | memory MiB | split | memory per vGPU (units / MiB) | vGPUs allocated | memory allocated MiB |",
-             "|---|---|---|---:|---:|---:|---:|---:|"]
+             _default_memory_sentence(capacity["default_memory"]), ""]
+    rows = []
     for row in capacity["nodes"]:
         for index, gpu in enumerate(row["gpus"]):
-            lines.append("| %s | %d | %s | %d | %d | %d / %d | %d of %d | %d |" % (
-                row["node"], index, gpu["model"], gpu["memory_mib"], gpu["split"], gpu["memory_per_vgpu_units"],
-                gpu["memory_per_vgpu_mib"], gpu["vgpus_allocated"], gpu["vgpus"], gpu["memory_mib_allocated"]))
+            rows.append((row["node"], index, gpu["model"], gpu["memory_mib"], gpu["split"],
+                         "%d / %d" % (gpu["memory_per_vgpu_units"], gpu["memory_per_vgpu_mib"]),
+                         "%d of %d" % (gpu["vgpus_allocated"], gpu["vgpus"]), gpu["memory_mib_allocated"]))
         alloc = row["allocatable"]
-        lines.append("| **%s** | all | | %d | | | %d of %d | %d |" % (
-            row["node"], row["memory_mib"], row["vgpus_allocated"], row["vgpus"], row["memory_mib_allocated"]))
-        lines.append("| | allocatable | | vgpu-memory %s | | | vgpu-number %s | vgpu-cores %s |" % (
-            alloc["volcano.sh/vgpu-memory"], alloc["volcano.sh/vgpu-number"], alloc["volcano.sh/vgpu-cores"]))
+        rows.append(("**%s**" % row["node"], "all", "", row["memory_mib"], "", "",
+                     "%d of %d" % (row["vgpus_allocated"], row["vgpus"]), row["memory_mib_allocated"]))
+        rows.append(("", "allocatable", "", "vgpu-memory %s" % alloc["volcano.sh/vgpu-memory"], "", "",
+                     "vgpu-number %s" % alloc["volcano.sh/vgpu-number"],
+                     "vgpu-cores %s" % alloc["volcano.sh/vgpu-cores"]))
+    lines += _markdown.table(("node", "GPU", "model", "memory MiB", "split", "memory per vGPU (units / MiB)",
+                              "vGPUs allocated", "memory allocated MiB"), rows, right=(3, 4, 5, 6, 7))
     totals = capacity["totals"]
     lines += ["", "Fleet: %d GPUs, %d vGPUs (%d allocated), %d MiB of GPU memory (%d MiB allocated)." % (
         totals["gpus"], totals["vgpus"], totals["vgpus_allocated"], totals["memory_mib"],

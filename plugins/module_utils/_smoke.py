@@ -17,19 +17,20 @@ import time
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _capacity as cap
-from ansible_collections.gpufleet.vgpu.plugins.module_utils import _vgpu_plugin as vp
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _markdown
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _vgpu_registration as reg
 
 try:
     from kubernetes import client
     from kubernetes.stream import stream
     HAS_KUBERNETES = True
-except ImportError:  # pragma: no cover - reported by the module
+except ImportError:  # pragma: no cover - vgpu_smoke fails first, with kubernetes.core's message
     HAS_KUBERNETES = False
 
 try:
     from prometheus_client.parser import text_string_to_metric_families
     HAS_PROMETHEUS = True
-except ImportError:  # pragma: no cover - reported by the module
+except ImportError:  # pragma: no cover - vgpu_smoke fails first, with kubernetes.core's message
     HAS_PROMETHEUS = False
 
 CHECKS = ("vgpu_pod", "fill", "metrics", "memory_limit", "gang")
@@ -277,13 +278,13 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
         holders = {p.spec.node_name for p in self.pods("gpufleet.io/smoke") if p.spec.node_name}
 
         def registered():
-            started = vp.scheduler_start_time(self.scheduler_pods())
+            started = reg.scheduler_start_time(self.scheduler_pods())
             nodes = [self.core.api_client.sanitize_for_serialization(n) for n in self.core.list_node().items
-                     if n.metadata.name in holders and vp.HANDSHAKE in (n.metadata.annotations or {})]
+                     if n.metadata.name in holders and reg.HANDSHAKE in (n.metadata.annotations or {})]
             state["started"] = started
             state["unregistered"] = sorted(
-                "%s (last registration %s)" % (n["metadata"]["name"], n["metadata"]["annotations"][vp.HANDSHAKE])
-                for n in nodes if started is not None and vp.registration_due(n, started) is not None)
+                "%s (last registration %s)" % (n["metadata"]["name"], n["metadata"]["annotations"][reg.HANDSHAKE])
+                for n in nodes if started is not None and reg.registration_due(n, started) is not None)
             return not state["unregistered"]
 
         def settled():
@@ -342,7 +343,7 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
         return missing, checked
 
     def scheduler_pods(self):
-        """Volcano's scheduler pods, as the API writes them (vp.scheduler_start_time reads those)."""
+        """Volcano's scheduler pods, as the API writes them (reg.scheduler_start_time reads those)."""
         pods = self.core.list_namespaced_pod(self.params["scheduler_namespace"],
                                              label_selector="app=volcano-scheduler").items
         return [self.core.api_client.sanitize_for_serialization(p) for p in pods]
@@ -572,9 +573,8 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
 
 def markdown(results, namespace):
     symbols = {"passed": "passed", "failed": "**FAILED**", "skipped": "skipped"}
-    lines = ["## Smoke tests", "", "Namespace `%s` (removed at the end)." % namespace, "",
-             "| check | result | seconds | detail |", "|---|---|---:|---|"]
-    for result in results:
-        lines.append("| %s | %s | %s | %s |" % (result["check"], symbols.get(result["status"], result["status"]),
-                                                result["seconds"], result["detail"].replace("|", "\\|")))
+    rows = [(result["check"], symbols.get(result["status"], result["status"]), result["seconds"], result["detail"])
+            for result in results]
+    lines = ["## Smoke tests", "", "Namespace `%s` (removed at the end)." % namespace, ""]
+    lines += _markdown.table(("check", "result", "seconds", "detail"), rows, right=(2,))
     return "\n".join(lines) + "\n"

@@ -30,19 +30,18 @@ author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.vgpu.attributes
+  - kubernetes.core.k8s_auth_options
 attributes:
   check_mode:
     support: none
     details: The checks need to create pods; the role skips the module in check mode.
   diff_mode:
     support: none
+notes:
+  - The module is in the action group C(gpufleet.vgpu.kubernetes) with kubernetes.core's modules, so one
+    C(module_defaults) entry gives them all the same auth options (role M(gpufleet.vgpu.smoke_test) takes them from
+    C(gpufleet_kube_auth)).
 options:
-  kubeconfig:
-    description: Kubeconfig file; empty uses the Kubernetes client's defaults.
-    type: path
-  context:
-    description: Context of the kubeconfig.
-    type: str
   checks:
     description: Checks to run, in this order whatever the order given.
     type: list
@@ -187,6 +186,16 @@ EXAMPLES = r"""
     kubeconfig: ~/.kube/config
     memory_factor: 3
   register: smoke
+
+- name: Smoke-test with the auth options every cluster task of the play shares
+  module_defaults:
+    group/gpufleet.vgpu.kubernetes:
+      host: https://127.0.0.1:6443
+      api_key: "{{ token }}"
+      ca_cert: /etc/kubernetes/pki/ca.crt
+  gpufleet.vgpu.vgpu_smoke:
+    checks: [vgpu_pod, fill]
+  register: smoke
 """
 
 RETURN = r"""
@@ -221,15 +230,21 @@ failed_checks:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+import copy
+
+from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _smoke as smoke
+from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
 
-def main():
-    module = AnsibleModule(argument_spec={
-        "kubeconfig": {"type": "path"},
-        "context": {"type": "str"},
+def argument_spec():
+    """kubernetes.core's auth options, then the checks' own."""
+    spec = copy.deepcopy(AUTH_ARG_SPEC)
+    spec.update({
         "checks": {"type": "list", "elements": "str", "choices": list(smoke.CHECKS), "default": list(smoke.CHECKS)},
         "nodes": {"type": "list", "elements": "str", "default": []},
         "fill_max_pods": {"type": "int", "default": 200},
@@ -260,15 +275,22 @@ def main():
         "plugin_namespace": {"type": "str", "default": "kube-system"},
         "plugin_metrics_port": {"type": "int", "default": 9394},
         "timeout": {"type": "int", "default": 180},
-    }, supports_check_mode=False)
-    if not smoke.HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"))
+    })
+    return spec
+
+
+def main():
+    # AnsibleK8SModule fails with kubernetes.core's message when the kubernetes client (or PyYAML) is missing.
+    module = AnsibleK8SModule(module_class=AnsibleModule, argument_spec=argument_spec(), supports_check_mode=False)
     for name in ("vgpu_memory", "fill_memory", "memory_factor", "gang_size", "timeout", "fill_max_pods"):
         if module.params[name] < 1:
             module.fail_json(msg="%s must be an integer >= 1, got %d" % (name, module.params[name]))
-    from kubernetes import config  # pylint: disable=import-outside-toplevel
-
-    api = config.new_client_from_config(config_file=module.params["kubeconfig"], context=module.params["context"])
+    try:
+        # kubernetes.core's client, built from the same auth options as its own modules; the checks use the
+        # kubernetes ApiClient inside it (typed CoreV1Api and friends, and the exec stream).
+        api = get_api_client(module=module).client.client
+    except CoreException as exc:
+        module.fail_json(msg=str(exc))
     run = smoke.Smoke(api, module.params)
     results = run.run()
     # Its own namespace comes and goes; removing an earlier run's leftovers is the one lasting change.

@@ -7,7 +7,15 @@ from __future__ import annotations
 # The variables gpufleet's roles read. Two groups that set one of them for the same host, neither inside the other,
 # are resolved by Ansible's group order (depth, then name) - silently.
 ROLE_PREFIXES = ("node_python_", "nvidia_driver_", "container_runtime_", "gpu_verify_", "volcano_",
-                 "device_plugin_", "smoke_test_", "gpufleet_")
+                 "device_plugin_", "monitoring_", "smoke_test_", "gpufleet_")
+
+# Per-role cluster access settings of earlier releases, now one dict for every role: an inventory that still sets
+# them would otherwise reach the cluster through the client's defaults - perhaps another cluster - without a word.
+REPLACED_VARIABLES = {
+    "%s_%s" % (role, old): "gpufleet_kube_auth.%s" % new
+    for role in ("volcano", "device_plugin", "monitoring", "smoke_test", "nvidia_driver")
+    for old, new in (("kubeconfig", "kubeconfig"), ("kube_context", "context"))
+}
 
 
 def _ancestors(export):
@@ -94,6 +102,19 @@ def duplicate_addresses(addresses):
                 "reboot and split from each of them. Give each its own address, or one inventory name"
                 % (", ".join(names), address, (" port %s" % port) if port else ""))
     return messages
+
+
+def replaced_variables(present):
+    """Messages for the REPLACED_VARIABLES an inventory still sets; ``present``: host -> the names it sets."""
+    hosts = {}
+    for host, names in sorted(present.items()):
+        for name in names:
+            if name in REPLACED_VARIABLES:
+                hosts.setdefault(name, []).append(host)
+    return ["%s (set for %s) is no longer read: set %s instead, one setting for every role that talks to the "
+            "cluster (gpufleet_kube_auth takes kubernetes.core's auth options kubeconfig, context, host, api_key, "
+            "validate_certs and ca_cert)" % (name, ", ".join(names), REPLACED_VARIABLES[name])
+            for name, names in sorted(hosts.items())]
 
 
 def options_without_defaults(options):

@@ -74,7 +74,7 @@ def test_the_example_inventory_passes_its_preflight_and_fails_only_at_first_cont
                   "Check the expectations", "Refuse options of the wrong type or choice",
                   "Refuse hosts whose groups disagree, and hosts that share an address"):
         assert check in names, (check, names)
-    assert "Look for the kubeconfig" not in names  # the roles look for it when they run, not the preflight
+    assert "Look for the kubeconfig" not in names  # the cluster plays look for it on kube_control, not the preflight
     # The first contact is the node play's fact gathering on the first node, at its own closed port.
     node_play = out["plays"][PREFLIGHT_PLAYS]
     first = next(task for task in node_play["tasks"]
@@ -213,6 +213,13 @@ BAD = [
      {"rtx4090": {"rig01": {"ansible_host": "127.0.0.99"}}, "rtx4070s": {"rig02": {"ansible_host": "127.0.0.99"}}},
      ["hosts rig01, rig02 all have ansible_host 127.0.0.99 port 9"]),
     ("two kubeconfig holders", {}, {"kube_control": {"master1": {}}}, ["exactly one host in group kube_control"]),
+    # An inventory written for an earlier release: its per-role kubeconfig would be ignored without a word.
+    ("per-role kubeconfig of an earlier release", {"all": {"device_plugin_kubeconfig": "/etc/kubernetes/admin.conf"}},
+     None, ["device_plugin_kubeconfig (set for master0, master1, master2, rig01, rig02) is no longer read",
+            "gpufleet_kube_auth.kubeconfig"]),
+    ("cluster access option kubernetes.core's helm lacks",
+     {"all": {"gpufleet_kube_auth": {"kubeconfig": "/root/.kube/config", "client_cert": "/etc/admin.crt"}}}, None,
+     ["gpufleet_kube_auth", "client_cert"]),
     ("no card-group expectations, no GPU facts", {"rtx4070s": {"gpu_verify_min_memory_mib": None}}, None,
      ["node rig02 (host rig02): no GPUs known"]),
 ]

@@ -12,7 +12,8 @@ import time
 import yaml
 from kubernetes import client
 
-from ansible_collections.gpufleet.vgpu.plugins.module_utils import _vgpu_plugin as role_reading
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _vgpu_registration
+from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _vgpu_plugin as role_reading
 from harness import fake_nvml
 from labkit import GPU_NODES, LAB_BIN, ROOT, allocatable, children, pod_logs, restart_daemonset, wait_for
 
@@ -159,7 +160,7 @@ def test_role_reads_the_real_plugins_handshake(plugin):
     writes, as a time within the plugin's 30 s period of now."""
     for node in GPU_NODES:
         value = client.CoreV1Api(plugin["api"]).read_node(node).metadata.annotations[HANDSHAKE]
-        reported = role_reading.handshake_time(value)
+        reported = _vgpu_registration.handshake_time(value)
         assert reported is not None, value
         age = (datetime.datetime.now(datetime.timezone.utc) - reported).total_seconds()
         assert -5 < age < 45, (value, age)

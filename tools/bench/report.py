@@ -2,6 +2,8 @@
 
 import json
 
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _markdown
+
 
 def _load(out, name):
     path = out / ("%s.json" % name)
@@ -9,9 +11,7 @@ def _load(out, name):
 
 
 def _table(header, rows):
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * len(header)) + "|"]
-    lines += ["| " + " | ".join("" if cell is None else str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
+    return "\n".join(_markdown.table(header, rows))
 
 
 def b1_tables(data):

@@ -93,3 +93,35 @@ def test_options_without_defaults_strips_nested_defaults():
     expected = {"a": {"type": "int"}, "b": {"type": "dict", "options": {"c": {"type": "str"}}}}
     assert inv.options_without_defaults(spec) == expected
     assert spec["a"]["default"] == 1  # the role's spec itself is left alone
+
+
+REPLACED = [
+    ("none", {"master1": [], "rig01": []}, []),
+    ("one role, one host", {"master1": ["volcano_kubeconfig"]},
+     ["volcano_kubeconfig (set for master1) is no longer read: set gpufleet_kube_auth.kubeconfig instead"]),
+    # group_vars/all sets it for every host: one message naming them all, in host order.
+    ("every host", {"rig02": ["nvidia_driver_kubeconfig"], "master1": ["nvidia_driver_kubeconfig"]},
+     ["nvidia_driver_kubeconfig (set for master1, rig02)"]),
+    ("context", {"master1": ["smoke_test_kube_context", "smoke_test_kubeconfig"]},
+     ["smoke_test_kube_context (set for master1) is no longer read: set gpufleet_kube_auth.context instead",
+      "smoke_test_kubeconfig (set for master1)"]),
+    # Names still read, or never gpufleet's, are no business of this check.
+    ("current names", {"master1": ["gpufleet_kube_auth", "device_plugin_kube_host", "kubeconfig"]}, []),
+]
+
+
+@pytest.mark.parametrize(("case", "present", "expected"), REPLACED, ids=[r[0] for r in REPLACED])
+def test_replaced_variables(case, present, expected):
+    messages = inv.replaced_variables(present)
+    assert len(messages) == len(expected), messages
+    for message, start in zip(messages, expected):
+        assert message.startswith(start), message
+
+
+def test_every_replaced_variable_is_gone_from_the_roles():
+    """A replaced name that a role still read would make the check refuse a setting that works."""
+    import pathlib  # pylint: disable=import-outside-toplevel
+    roles = pathlib.Path(__file__).resolve().parents[4] / "roles"
+    texts = "".join(p.read_text() for p in roles.rglob("*.yml"))
+    assert [name for name in inv.REPLACED_VARIABLES if name in texts] == []
+    assert all(target.startswith("gpufleet_kube_auth.") for target in inv.REPLACED_VARIABLES.values())

@@ -4,7 +4,7 @@ import pathlib
 
 import pytest
 
-from ansible_collections.gpufleet.vgpu.plugins.module_utils import _compat as compat
+from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _compat as compat
 
 ROOT = pathlib.Path(__file__).resolve().parents[4]
 

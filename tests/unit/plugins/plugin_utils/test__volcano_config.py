@@ -5,7 +5,7 @@ import pathlib
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.vgpu.plugins.module_utils import _volcano_config as vc
+from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _volcano_config as vc
 
 ACTIONS = ["enqueue", "allocate", "backfill"]
 # The tiers the role ships (its defaults), not a copy of them.

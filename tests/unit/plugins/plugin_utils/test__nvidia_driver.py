@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.gpufleet.vgpu.plugins.module_utils import _nvidia_driver as nd
+from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _nvidia_driver as nd
 
 
 @pytest.mark.parametrize(

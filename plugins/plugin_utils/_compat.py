@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _markdown
+
 WORKS, BROKEN, CAVEAT = "works", "broken", "works, with a caveat"
 
 # Version ranges are half-open: (from, before); None is open. (volcano range, plugin range, verdict, what happens,
@@ -101,7 +103,6 @@ def check(volcano_version, plugin_version):
 
 def markdown():
     """The table as Markdown rows (the device_plugin README carries exactly these lines)."""
-    lines = ["| Volcano | plugin | verdict | what happens | source |", "|---|---|---|---|---|"]
-    for volcano_range, plugin_range, verdict, why, source in TABLE:
-        lines.append("| %s | %s | %s | %s | %s |" % (_show(volcano_range), _show(plugin_range), verdict, why, source))
-    return "\n".join(lines) + "\n"
+    rows = [(_show(volcano_range), _show(plugin_range), verdict, why, source)
+            for volcano_range, plugin_range, verdict, why, source in TABLE]
+    return "\n".join(_markdown.table(("Volcano", "plugin", "verdict", "what happens", "source"), rows)) + "\n"

@@ -1,11 +1,11 @@
 """Table tests for the vGPU plugin logic shared by role device_plugin and the lab's emulated plugin."""
 
-import datetime
+import hashlib
 import json
 
 import pytest
 
-from ansible_collections.gpufleet.vgpu.plugins.module_utils import _vgpu_plugin as vp
+from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _vgpu_plugin as vp
 
 FULL = vp.device_config({"deviceSplitCount": 4, "gpuMemoryFactor": 3})
 RIG01 = [{"uuid": "GPU-a%d" % i, "index": i, "model": "NVIDIA GeForce RTX 4090", "memory_mib": 24564} for i in range(5)]
@@ -136,11 +136,9 @@ def test_plan_per_node_from_hostvars():
 
 def test_plan_legacy_version_groups_by_split():
     plan = vp.plan(dict(BASE, version="v1.11.0"), HOSTVARS)
-    assert plan["legacy"] is True
     assert [(d["name"], d["nodes"]) for d in plan["daemonsets"]] == [
         ("volcano-device-plugin-split-2", ["rig01"]), ("volcano-device-plugin-split-3", ["rig02"])]
     assert "--device-split-count=3" in plan["daemonsets"][1]["args"]
-    assert plan["node_labels"]["rig02"]["gpufleet.io/vgpu-split"] == "3"
     assert plan["node_label_patches"][1] == {"apiVersion": "v1", "kind": "Node", "metadata": {
         "name": "rig02", "labels": {"gpufleet.io/gpu": "true", "gpufleet.io/vgpu-split": "3"}}}
 
@@ -149,6 +147,19 @@ def test_plan_config_hash_follows_the_settings():
     one = vp.plan(BASE, HOSTVARS)["config_hash"]
     assert one == vp.plan(BASE, HOSTVARS)["config_hash"]
     assert one != vp.plan(dict(BASE, overrides={"rig01": {"split": 4}}), HOSTVARS)["config_hash"]
+
+
+def test_device_config_hash_follows_the_device_config_only():
+    """Volcano's scheduler rolls on this one: a split change (node ConfigMap) must not restart it."""
+    base = vp.plan(BASE, HOSTVARS)
+    assert base["device_config_hash"] == vp.plan(dict(BASE, overrides={"rig01": {"split": 4}}), HOSTVARS)[
+        "device_config_hash"]
+    changed = vp.plan(dict(BASE, device_config={"deviceMemoryScaling": 2.0}), HOSTVARS)
+    assert changed["device_config_hash"] != base["device_config_hash"]
+    # The value the role annotated in Jinja before it was computed here (to_json(sort_keys=true) | hash('sha256')
+    # | truncate(16)): an upgrade of gpufleet does not roll the scheduler for nothing.
+    assert base["device_config_hash"] == hashlib.sha256(
+        json.dumps(base["device_config"], sort_keys=True).encode()).hexdigest()[:16]
 
 
 @pytest.mark.parametrize("change, message", [
@@ -167,18 +178,6 @@ def test_plan_errors_name_the_problem(change, message):
     assert any(message in e for e in errors), errors
 
 
-def test_check_registration_names_the_node():
-    expected = vp.plan(BASE, HOSTVARS)["expected"]
-    full = {"volcano.sh/vgpu-number": "10", "volcano.sh/vgpu-memory": "40940", "volcano.sh/vgpu-cores": "500"}
-    nodes = [{"metadata": {"name": "rig01"}, "status": {"allocatable": full}},
-             {"metadata": {"name": "rig02"}, "status": {"allocatable": {"volcano.sh/vgpu-number": "10"}}}]
-    result = vp.check_registration(nodes, expected)
-    assert not result["ok"]
-    assert result["problems"][0] == "node rig02: volcano.sh/vgpu-number is 10, expected 15 (5 GPUs x split 3)"
-    assert "node rig02: volcano.sh/vgpu-cores is missing" in result["problems"][2]
-    assert vp.check_registration(nodes[:1], {"rig01": expected["rig01"]})["ok"]
-
-
 @pytest.mark.parametrize("daemonset, conflicts", [
     ({"metadata": {"namespace": "kube-system", "name": "nvidia-device-plugin-daemonset"}}, True),
     ({"metadata": {"namespace": "gpu", "name": "nvdp"}, "spec": {"template": {"spec": {"containers": [
@@ -191,63 +190,6 @@ def test_check_registration_names_the_node():
 def test_conflicting_daemonsets(daemonset, conflicts):
     listed = [{"namespace": "kube-system", "name": "nvidia-device-plugin-daemonset"}]
     assert bool(vp.conflicting_daemonsets([daemonset], listed, "k8s-device-plugin")) is conflicts
-
-
-@pytest.mark.parametrize("value, expected", [
-    ("Reported 2026-12-01 10:57:37.178939992 +0000 UTC m=+0.142731324", (2026, 12, 1, 10, 57, 37, 178939)),
-    ("Reported 2026-12-01 10:57:37 +0200 CEST", (2026, 12, 1, 8, 57, 37, 0)),
-    ("Requesting_2026.12.01 10:57:37", None),
-    ("", None),
-    (None, None),
-])
-def test_handshake_time_reads_go_time_strings(value, expected):
-    parsed = vp.handshake_time(value)
-    if expected is None:
-        assert parsed is None
-    else:
-        utc = parsed.astimezone(datetime.timezone.utc)
-        assert (utc.year, utc.month, utc.day, utc.hour, utc.minute, utc.second, utc.microsecond) == expected
-
-
-def scheduler_pod(started, phase="Running", deleting=False):
-    meta = {"name": "volcano-scheduler-x"}
-    if deleting:
-        meta["deletionTimestamp"] = "2026-12-01T11:00:00Z"
-    return {"metadata": meta, "status": {"phase": phase, "containerStatuses": [
-        {"state": {"running": {"startedAt": started}}}]}}
-
-
-def test_after_a_scheduler_restart_a_node_counts_only_once_it_re_registered():
-    """Volcano builds a node's vGPU devices only at a node update after its first session: the plugin's next
-    handshake, at least 10 s after the running scheduler container started, is what the wait waits for."""
-    expected = {"rig01": {"host": "rig01", "gpus": 5, "split": 2, "volcano.sh/vgpu-number": 10,
-                          "volcano.sh/vgpu-memory": 40940, "volcano.sh/vgpu-cores": 500}}
-
-    def node(reported):
-        return [{"metadata": {"name": "rig01", "annotations": {"volcano.sh/node-vgpu-handshake": reported}},
-                 "status": {"allocatable": {"volcano.sh/vgpu-number": "10", "volcano.sh/vgpu-memory": "40940",
-                                            "volcano.sh/vgpu-cores": "500"}}}]
-    pods = [scheduler_pod("2026-12-01T11:00:00Z", deleting=True), scheduler_pod("2026-12-01T11:05:00Z")]
-    assert vp.scheduler_started(pods) == "2026-12-01T11:05:00Z"
-    early = vp.check_registration(node("Reported 2026-12-01 11:05:05.1 +0000 UTC"), expected, pods)
-    assert not early["ok"] and "has not re-registered since Volcano's scheduler started" in early["problems"][0]
-    assert vp.check_registration(node("Reported 2026-12-01 11:05:31.2 +0000 UTC"), expected, pods)["ok"]
-    assert vp.check_registration(node("Reported 2026-12-01 11:05:05.1 +0000 UTC"), expected)["ok"]   # no check
-    assert vp.check_registration(node("Reported 2026-12-01 11:05:05.1 +0000 UTC"), expected, [])["ok"]  # no pod
-
-
-@pytest.mark.parametrize("reported, due", [
-    ("Reported 2026-12-01 11:05:10.000001 +0000 UTC m=+0.1", None),      # just after the first session's margin
-    ("Reported 2026-12-01 11:05:09.9 +0000 UTC m=+0.1", "11:05:10"),     # before it: the scheduler may not see it
-    ("Reported 2026-12-01 12:05:20 +0100 CET", None),                    # another zone, same instant + 20 s
-    ("Reported 2026-12-01 11:05:20", "11:05:10"),                        # no zone: not what the plugin writes
-    (None, "11:05:10"),
-])
-def test_registration_due(reported, due):
-    started = vp.scheduler_start_time([scheduler_pod("2026-12-01T11:05:00Z")])
-    node = {"metadata": {"name": "rig01", "annotations": {vp.HANDSHAKE: reported} if reported else {}}}
-    got = vp.registration_due(node, started)
-    assert (got.strftime("%H:%M:%S") if got else None) == due
 
 
 def plugin_ds(**meta):

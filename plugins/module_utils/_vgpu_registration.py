@@ -1,0 +1,97 @@
+# Copyright (c) gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Whether Volcano's scheduler has seen each GPU node's vGPU registration.
+
+Pure functions, no Ansible. Ships to the kube_control host with module ``vgpu_smoke`` (its metrics check waits for
+re-registration) and serves the ``device_plugin`` role's wait on the controller (filter
+``vgpu_registration_check``); the plan the registration is compared with is controller-only
+(plugin_utils/_vgpu_plugin.py).
+"""
+
+from __future__ import annotations
+
+import datetime
+
+# Volcano (1.15.1 and before) builds a GPU node's vGPU devices into its scheduler cache only when the node object
+# changes after the scheduler's first session: deviceshare sets vgpu.VGPUEnable when its plugin is instantiated for a
+# session (plugins/deviceshare/deviceshare.go: New -> enablePredicate), after the cache has built its nodes
+# (api/node_info.go: setNodeOthersResource skips vGPU devices while VGPUEnable is false; Clone copies the cache's
+# Others). Until the node changes, vGPU pods are placed there without a device and the node rejects them
+# ("cannot get valid pod"). Plugin v1.12.0 and before re-register every 30 s (the handshake annotation), which
+# rebuilds the node; the first session runs within seconds of the scheduler's start.
+FIRST_SESSION_MARGIN_S = 10
+HANDSHAKE = "volcano.sh/node-vgpu-handshake"
+
+
+def handshake_time(value):
+    """'Reported 2026-12-01 10:57:37.178939992 +0000 UTC m=+0.14' (Go time.String) -> datetime, or None."""
+    parts = (value or "").split()
+    if len(parts) < 4 or parts[0] != "Reported":
+        return None
+    day, clock, offset = parts[1], parts[2], parts[3]
+    if "." in clock:
+        whole, fraction = clock.split(".", 1)
+        clock = "%s.%s" % (whole, fraction[:6])
+    else:
+        clock += ".0"
+    try:
+        return datetime.datetime.strptime("%s %s %s" % (day, clock, offset), "%Y-%m-%d %H:%M:%S.%f %z")
+    except ValueError:
+        return None
+
+
+def scheduler_started(pods):
+    """When the running scheduler container of these pods (k8s_info dicts) started: RFC 3339 text, or None."""
+    times = []
+    for pod in pods or []:
+        if (pod.get("metadata") or {}).get("deletionTimestamp") or (pod.get("status") or {}).get("phase") != "Running":
+            continue
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            started = ((status.get("state") or {}).get("running") or {}).get("startedAt")
+            if started:
+                times.append(started)
+    return max(times) if times else None
+
+
+def registration_due(node, started):
+    """When the scheduler that started at `started` (datetime) has seen this node's vGPUs: None once the plugin
+    re-registered (handshake) FIRST_SESSION_MARGIN_S after that start, else the time it must re-register after."""
+    reported = handshake_time(((node.get("metadata") or {}).get("annotations") or {}).get(HANDSHAKE))
+    due = started + datetime.timedelta(seconds=FIRST_SESSION_MARGIN_S)
+    return None if reported is not None and reported >= due else due
+
+
+def scheduler_start_time(scheduler_pods):
+    """scheduler_started() as a datetime, or None."""
+    since = scheduler_started(scheduler_pods)
+    return datetime.datetime.strptime(since.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S%z") if since else None
+
+
+def check_registration(nodes, expected, scheduler_pods=None):
+    """Compare Node objects (dicts as k8s_info returns them) with plan()['expected']; one line per problem.
+
+    scheduler_pods: Volcano's scheduler pods (k8s_info dicts), for plugins that re-register with a handshake: a node is
+    ready for vGPU pods only once it re-registered after the running scheduler's first session.
+    """
+    seen = {n["metadata"]["name"]: n for n in nodes}
+    started = scheduler_start_time(scheduler_pods) if scheduler_pods is not None else None
+    problems = []
+    for name in sorted(expected):
+        want = expected[name]
+        node = seen.get(name)
+        if node is None:
+            problems.append("node %s: not in the cluster (device_plugin_node_name of host %s?)" % (name, want["host"]))
+            continue
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        for resource in ("volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores"):
+            have = allocatable.get(resource)
+            if str(have) != str(want[resource]):
+                problems.append("node %s: %s is %s, expected %s (%d GPUs x split %d)"
+                                % (name, resource, have if have is not None else "missing", want[resource],
+                                   want["gpus"], want["split"]))
+        if started is not None and registration_due(node, started) is not None:
+            problems.append("node %s: the plugin has not re-registered since Volcano's scheduler started at %s "
+                            "(the scheduler sees a node's vGPUs only after that; the plugin does it every 30 s)"
+                            % (name, started.strftime("%Y-%m-%dT%H:%M:%SZ")))
+    return {"ok": not problems, "problems": problems}

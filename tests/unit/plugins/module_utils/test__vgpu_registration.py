@@ -1,0 +1,84 @@
+"""Registration checks: what the device_plugin role's wait and vgpu_smoke's metrics check compare."""
+
+import datetime
+
+import pytest
+
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _vgpu_registration as reg
+
+# What the device_plugin role's plan expects (plugin_utils/_vgpu_plugin.plan): rig01 5 GPUs split 2, rig02 split 3.
+EXPECTED = {
+    "rig01": {"host": "rig01", "gpus": 5, "split": 2, "volcano.sh/vgpu-number": 10,
+              "volcano.sh/vgpu-memory": 40940, "volcano.sh/vgpu-cores": 500},
+    "rig02": {"host": "rig02", "gpus": 5, "split": 3, "volcano.sh/vgpu-number": 15,
+              "volcano.sh/vgpu-memory": 81880, "volcano.sh/vgpu-cores": 500},
+}
+
+
+def test_check_registration_names_the_node():
+    expected = EXPECTED
+    full = {"volcano.sh/vgpu-number": "10", "volcano.sh/vgpu-memory": "40940", "volcano.sh/vgpu-cores": "500"}
+    nodes = [{"metadata": {"name": "rig01"}, "status": {"allocatable": full}},
+             {"metadata": {"name": "rig02"}, "status": {"allocatable": {"volcano.sh/vgpu-number": "10"}}}]
+    result = reg.check_registration(nodes, expected)
+    assert not result["ok"]
+    assert result["problems"][0] == "node rig02: volcano.sh/vgpu-number is 10, expected 15 (5 GPUs x split 3)"
+    assert "node rig02: volcano.sh/vgpu-cores is missing" in result["problems"][2]
+    assert reg.check_registration(nodes[:1], {"rig01": expected["rig01"]})["ok"]
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("Reported 2026-12-01 10:57:37.178939992 +0000 UTC m=+0.142731324", (2026, 12, 1, 10, 57, 37, 178939)),
+    ("Reported 2026-12-01 10:57:37 +0200 CEST", (2026, 12, 1, 8, 57, 37, 0)),
+    ("Requesting_2026.12.01 10:57:37", None),
+    ("", None),
+    (None, None),
+])
+def test_handshake_time_reads_go_time_strings(value, expected):
+    parsed = reg.handshake_time(value)
+    if expected is None:
+        assert parsed is None
+    else:
+        utc = parsed.astimezone(datetime.timezone.utc)
+        assert (utc.year, utc.month, utc.day, utc.hour, utc.minute, utc.second, utc.microsecond) == expected
+
+
+def scheduler_pod(started, phase="Running", deleting=False):
+    meta = {"name": "volcano-scheduler-x"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-01T11:00:00Z"
+    return {"metadata": meta, "status": {"phase": phase, "containerStatuses": [
+        {"state": {"running": {"startedAt": started}}}]}}
+
+
+def test_after_a_scheduler_restart_a_node_counts_only_once_it_re_registered():
+    """Volcano builds a node's vGPU devices only at a node update after its first session: the plugin's next
+    handshake, at least 10 s after the running scheduler container started, is what the wait waits for."""
+    expected = {"rig01": {"host": "rig01", "gpus": 5, "split": 2, "volcano.sh/vgpu-number": 10,
+                          "volcano.sh/vgpu-memory": 40940, "volcano.sh/vgpu-cores": 500}}
+
+    def node(reported):
+        return [{"metadata": {"name": "rig01", "annotations": {"volcano.sh/node-vgpu-handshake": reported}},
+                 "status": {"allocatable": {"volcano.sh/vgpu-number": "10", "volcano.sh/vgpu-memory": "40940",
+                                            "volcano.sh/vgpu-cores": "500"}}}]
+    pods = [scheduler_pod("2026-12-01T11:00:00Z", deleting=True), scheduler_pod("2026-12-01T11:05:00Z")]
+    assert reg.scheduler_started(pods) == "2026-12-01T11:05:00Z"
+    early = reg.check_registration(node("Reported 2026-12-01 11:05:05.1 +0000 UTC"), expected, pods)
+    assert not early["ok"] and "has not re-registered since Volcano's scheduler started" in early["problems"][0]
+    assert reg.check_registration(node("Reported 2026-12-01 11:05:31.2 +0000 UTC"), expected, pods)["ok"]
+    assert reg.check_registration(node("Reported 2026-12-01 11:05:05.1 +0000 UTC"), expected)["ok"]   # no check
+    assert reg.check_registration(node("Reported 2026-12-01 11:05:05.1 +0000 UTC"), expected, [])["ok"]  # no pod
+
+
+@pytest.mark.parametrize("reported, due", [
+    ("Reported 2026-12-01 11:05:10.000001 +0000 UTC m=+0.1", None),      # just after the first session's margin
+    ("Reported 2026-12-01 11:05:09.9 +0000 UTC m=+0.1", "11:05:10"),     # before it: the scheduler may not see it
+    ("Reported 2026-12-01 12:05:20 +0100 CET", None),                    # another zone, same instant + 20 s
+    ("Reported 2026-12-01 11:05:20", "11:05:10"),                        # no zone: not what the plugin writes
+    (None, "11:05:10"),
+])
+def test_registration_due(reported, due):
+    started = reg.scheduler_start_time([scheduler_pod("2026-12-01T11:05:00Z")])
+    node = {"metadata": {"name": "rig01", "annotations": {reg.HANDSHAKE: reported} if reported else {}}}
+    got = reg.registration_due(node, started)
+    assert (got.strftime("%H:%M:%S") if got else None) == due
