@@ -15,6 +15,7 @@ REPLACED_VARIABLES = {
     "%s_%s" % (role, old): "gpufleet_kube_auth.%s" % new
     for role in ("volcano", "device_plugin", "monitoring", "smoke_test", "nvidia_driver")
     for old, new in (("kubeconfig", "kubeconfig"), ("kube_context", "context"))
+    if (role, old) != ("nvidia_driver", "kube_context")  # the drain never had a context of its own
 }
 
 

@@ -44,6 +44,9 @@ def inventory(work, hosts):
     lab_vars.pop("ansible_host")
     lab_vars.update(yaml.safe_load((common.ROOT / "inventories" / "lab" / "group_vars" / "rtx4090.yml").read_text()))
     lab_vars["lab_nvml_fixture"] = "rig01"
+    # Bare hosts, not nodes of a cluster: kube_control is this machine without a kubeconfig, so no drain or uncordon
+    # read (since the role also uncordons in a later run, a known kube host means a Kubernetes node to read).
+    lab_vars["nvidia_driver_kube_host"] = ""
     path = work / "inventory.yml"
     path.write_text(yaml.safe_dump({"all": {"children": {
         "kube_control": {"hosts": {"localhost": {"ansible_connection": "local",
