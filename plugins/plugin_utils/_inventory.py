@@ -12,10 +12,15 @@ ROLE_PREFIXES = ("node_python_", "nvidia_driver_", "container_runtime_", "gpu_ve
 # Per-role cluster access settings of earlier releases, now one dict for every role: an inventory that still sets
 # them would otherwise reach the cluster through the client's defaults - perhaps another cluster - without a word.
 REPLACED_VARIABLES = {
-    "%s_%s" % (role, old): "gpufleet_kube_auth.%s" % new
-    for role in ("volcano", "device_plugin", "monitoring", "smoke_test", "nvidia_driver")
-    for old, new in (("kubeconfig", "kubeconfig"), ("kube_context", "context"))
-    if (role, old) != ("nvidia_driver", "kube_context")  # the drain never had a context of its own
+    "volcano_kubeconfig": "gpufleet_kube_auth.kubeconfig",
+    "volcano_kube_context": "gpufleet_kube_auth.context",
+    "device_plugin_kubeconfig": "gpufleet_kube_auth.kubeconfig",
+    "device_plugin_kube_context": "gpufleet_kube_auth.context",
+    "monitoring_kubeconfig": "gpufleet_kube_auth.kubeconfig",
+    "monitoring_kube_context": "gpufleet_kube_auth.context",
+    "smoke_test_kubeconfig": "gpufleet_kube_auth.kubeconfig",
+    "smoke_test_kube_context": "gpufleet_kube_auth.context",
+    "nvidia_driver_kubeconfig": "gpufleet_kube_auth.kubeconfig",
 }
 
 

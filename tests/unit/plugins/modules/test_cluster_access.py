@@ -2,7 +2,6 @@
 whose module_defaults carry gpufleet_kube_auth, and no task passes auth options of its own."""
 
 import importlib.metadata
-import json
 import pathlib
 import re
 
@@ -104,4 +103,3 @@ def test_vgpu_smoke_takes_kubernetes_cores_auth_options():
     docs = yaml.safe_load(vgpu_smoke.DOCUMENTATION)
     assert "kubernetes.core.k8s_auth_options" in docs["extends_documentation_fragment"]
     assert not AUTH_KEYS & set(docs["options"])
-    json.dumps(spec)  # plain data, as AnsibleModule takes it

@@ -100,9 +100,8 @@ def test_repo_key_refuses_a_key_whose_fingerprint_is_not_pinned(key, tmp_path):
 ])
 def test_repo_key_refuses_bad_arguments(key, tmp_path, fingerprints, mode, message):
     dest = tmp_path / "repo.asc"
-    args = {"url": key["url"], "dest": str(dest), "fingerprints": fingerprints or [key["fpr"]], "mode": mode}
-    if fingerprints is not None:
-        args["fingerprints"] = fingerprints
+    args = {"url": key["url"], "dest": str(dest), "mode": mode,
+            "fingerprints": [key["fpr"]] if fingerprints is None else fingerprints}
     result, failed = run(repo_key, args)
     assert failed and message in result["msg"], result
     assert not dest.exists()
