@@ -52,12 +52,7 @@ from ansible_collections.gpufleet.vgpu.plugins.module_utils import _capacity as 
 
 
 def vgpu_capacity_report(nodes, pods, memory_factor=1, default_memory=""):
-    capacity = cap.report(nodes, pods, int(memory_factor), default_memory)
-    capacity["markdown"] = cap.markdown(capacity)
-    capacity["lines"] = ["%s: %d GPUs, %d of %d vGPUs allocated, %d of %d MiB allocated" % (
-        row["node"], len(row["gpus"]), row["vgpus_allocated"], row["vgpus"], row["memory_mib_allocated"],
-        row["memory_mib"]) for row in capacity["nodes"]]
-    return capacity
+    return cap.full_report(nodes, pods, memory_factor, default_memory)
 
 
 def smoke_line(result):

@@ -11,7 +11,8 @@ author: gpufleet maintainers (@gpufleet)
 description:
   - Finds hosts in two unrelated groups that set one of gpufleet's variables to different values (Ansible would
     pick one by group depth and name, silently), inventory hosts that share one C(ansible_host) and port, and
-    hosts that still set a per-role cluster access variable that C(gpufleet_kube_auth) replaced.
+    hosts that still set a variable of an earlier release that one setting replaced (the per-role cluster access
+    variables, now C(gpufleet_kube_auth); the per-node split variables, now C(device_plugin_vgpu)).
   - Controller only; it reads the inventory as C(ansible-inventory --export --list) prints it.
 options:
   _input:
@@ -58,14 +59,7 @@ from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _inventory
 
 
 def inventory_shape_errors(export, hosts, all_hosts, hostvars):
-    addresses, replaced = {}, {}
-    for host in all_hosts or []:
-        host_vars = hostvars.get(host) or {}
-        if host_vars.get("ansible_host") is not None:
-            addresses[host] = (host_vars["ansible_host"], host_vars.get("ansible_port") or "")
-        replaced[host] = [name for name in _inventory.REPLACED_VARIABLES if name in host_vars]
-    return (_inventory.group_conflicts(export or {}, hosts or []) + _inventory.duplicate_addresses(addresses)
-            + _inventory.replaced_variables(replaced))
+    return _inventory.shape_errors(export, hosts, all_hosts, hostvars)
 
 
 def argument_spec_options(argument_specs):

@@ -46,24 +46,16 @@ _value:
   type: dict
 """
 
+from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _gpu_hosts
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _monitoring
 
 
 def monitoring_bundle(settings, labels=None, dashboard_labels=None):
-    errors = _monitoring.problems(settings)
-    if errors:
-        return {"errors": errors}
-    return {"errors": [], "scrape_configs": _monitoring.scrape_configs(settings),
-            "rules": _monitoring.rules(settings), "dashboard": _monitoring.dashboard(settings),
-            "operator": _monitoring.operator_monitors(settings, labels or {})
-            + [_monitoring.prometheus_rule(settings, labels or {})],
-            "dashboard_configmap": _monitoring.dashboard_configmap(settings, dashboard_labels or {}),
-            "alerts": [alert[0] for alert in _monitoring.alerts(settings)],
-            "queries": [panel[2] for panel in _monitoring.panels(settings)]}
+    return _monitoring.bundle(settings, labels, dashboard_labels)
 
 
 def monitoring_expected_gpus(hosts, hostvars):
-    return _monitoring.expected_gpus(hosts, hostvars)
+    return _gpu_hosts.expected_counts(hosts, hostvars)
 
 
 class FilterModule:

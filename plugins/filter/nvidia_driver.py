@@ -35,20 +35,7 @@ from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _nvidia_drive
 
 
 def nvidia_driver_plan(choice):
-    flavor, branch = choice.get("flavor", "auto"), str(choice.get("branch") or "")
-    version, stream = str(choice.get("version") or ""), choice.get("stream") or ""
-    source = choice.get("debian_source", "debian")
-    errors = nd.validate(flavor, branch, version, stream)
-    if choice.get("os_family") == "Debian" and source not in ("debian", "cuda"):
-        errors.append("nvidia_driver_debian_source must be 'debian' or 'cuda', got %r" % (source,))
-    if errors:
-        return {"errors": errors}
-    resolved = nd.resolve_flavor(flavor, choice.get("os_family"), source)
-    plan = {"errors": [], "flavor": resolved, "stream": nd.redhat_stream(resolved, branch, stream),
-            "pin_glob": nd.pin_glob(branch, version), "debian_packages": []}
-    if choice.get("os_family") == "Debian":
-        plan["debian_packages"] = nd.debian_packages(source, resolved, branch, version)
-    return plan
+    return nd.plan(choice)
 
 
 def nvidia_reboot_decision(facts):

@@ -9,15 +9,14 @@ short_description: Per-node vGPU settings of role device_plugin, from inventory 
 version_added: 0.1.0
 author: gpufleet maintainers (@gpufleet)
 description:
-  - Reads each GPU host's split count, core scaling, operating mode, device filters and GPUs (measured by
-    gpu_verify, else declared in C(device_plugin_gpus)), applies C(device_plugin_node_overrides), computes
-    gpuMemoryFactor from the largest node, and returns the rendered ConfigMap contents and the registration every
-    node must reach.
+  - Reads each GPU host's C(device_plugin_vgpu) (over the fleet's, key by key) and GPUs (measured by gpu_verify,
+    else declared in C(device_plugin_gpus)), computes gpuMemoryFactor from the largest node, and returns the
+    rendered ConfigMap contents and the registration every node must reach.
 options:
   _input:
     description: >-
-      Dict with C(hosts) (inventory hosts), C(defaults) (split, core_scaling, mode), C(overrides), C(memory_factor)
-      (auto or an integer), C(device_config) and C(version).
+      Dict with C(hosts) (inventory hosts), C(vgpu) (the fleet's C(device_plugin_vgpu)), C(memory_factor) (auto or
+      an integer), C(device_config), C(version) and C(node_label).
     type: dict
     required: true
   hostvars:
@@ -30,8 +29,8 @@ EXAMPLES = r"""
 - name: Plan the plugin configuration
   ansible.builtin.set_fact:
     plan: >-
-      {{ {'hosts': groups['gpu_nodes'], 'defaults': {'split': 2}, 'overrides': {}, 'memory_factor': 'auto',
-          'device_config': {}, 'version': 'v1.12.0'} | gpufleet.vgpu.vgpu_plugin_plan(hostvars) }}
+      {{ {'hosts': groups['gpu_nodes'], 'vgpu': {'split': 2}, 'memory_factor': 'auto', 'device_config': {},
+          'version': 'v1.12.0'} | gpufleet.vgpu.vgpu_plugin_plan(hostvars) }}
 """
 
 RETURN = r"""
@@ -46,12 +45,13 @@ _value:
 
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _vgpu_registration
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _compat
+from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _gpu_hosts
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _vgpu_plugin as vp
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _admission
 
 
 def vgpu_plugin_plan(settings, hostvars):
-    return vp.plan(settings, hostvars)
+    return vp.plan(settings, _gpu_hosts.read(settings.get("hosts"), hostvars))
 
 
 def vgpu_registration_check(nodes, expected, scheduler_pods=None):
@@ -63,27 +63,16 @@ def vgpu_conflicting_daemonsets(daemonsets, listed, image_pattern):
 
 
 def vgpu_node_names(hosts, hostvars):
-    return vp.node_names(hosts, hostvars)
+    return _gpu_hosts.node_names(hosts, hostvars)
 
 
 def vgpu_admission_policy(plan, name="gpufleet-vgpu-memory"):
-    largest = _admission.largest_gpu(plan.get("gpus") or {}, plan["memory_factor"])
-    if largest is None:
-        return []
-    resource = (plan.get("device_config") or {}).get("resourceMemoryName") or "volcano.sh/vgpu-memory"
-    return _admission.policy(name, largest, plan["memory_factor"], resource)
+    return _admission.memory_policy_for_plan(plan, name)
 
 
 def vgpu_default_memory_policy(plan, name="gpufleet-vgpu-default-memory",
                                api_version=_admission.MUTATING_POLICY_APIS[0]):
-    splits = {node: want["split"] for node, want in (plan.get("expected") or {}).items()}
-    share = _admission.even_share(plan.get("gpus") or {}, splits, plan["memory_factor"])
-    if share is None:
-        return []
-    config = plan.get("device_config") or {}
-    names = {key: config[field] for key, field in (("number", "resourceCountName"), ("memory", "resourceMemoryName"),
-                                                   ("percentage", "resourceMemoryPercentageName")) if config.get(field)}
-    return _admission.default_memory_policy(name, share, api_version, names)
+    return _admission.default_memory_policy_for_plan(plan, name, api_version)
 
 
 def vgpu_version_compatibility(volcano_version, plugin):

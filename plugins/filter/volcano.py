@@ -44,25 +44,7 @@ from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _volcano_conf
 
 
 def volcano_plan(settings):
-    actions, tiers = settings.get("actions") or [], settings.get("tiers") or []
-    deviceshare, binpack = settings.get("deviceshare") or {}, settings.get("binpack") or {}
-    namespaces = settings.get("admission_namespaces") or []
-    errors = vc.validate(actions, tiers, deviceshare, binpack, settings.get("custom_plugins") or ())
-    admissions = settings.get("enabled_admissions") or []
-    for admission in admissions:
-        if not isinstance(admission, str) or not admission.startswith("/"):
-            errors.append("volcano_enabled_admissions: entries are webhook paths such as /jobs/mutate, got %r"
-                          % (admission,))
-    for namespace in namespaces:
-        if not isinstance(namespace, str) or not namespace:
-            errors.append("volcano_admission_namespaces: entries are namespace names, got %r" % (namespace,))
-    if errors:
-        return {"errors": errors}
-    scheduler_conf = vc.scheduler_conf(actions, tiers, deviceshare, binpack)
-    admission_conf = vc.admission_conf(namespaces, settings.get("scheduler_name") or "volcano")
-    return {"errors": [], "scheduler_conf": scheduler_conf, "admission_conf": admission_conf,
-            "enabled_admissions": vc.enabled_admissions(admissions, namespaces),
-            "config_hash": vc.config_hash(scheduler_conf)}
+    return vc.plan(settings)
 
 
 class FilterModule:

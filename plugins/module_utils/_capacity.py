@@ -159,3 +159,13 @@ def markdown(capacity):
         totals["gpus"], totals["vgpus"], totals["vgpus_allocated"], totals["memory_mib"],
         totals["memory_mib_allocated"])]
     return "\n".join(lines) + "\n"
+
+
+def full_report(nodes, pods, memory_factor=1, default_memory=""):
+    """report() with its Markdown table and one line per node."""
+    capacity = report(nodes, pods, int(memory_factor), default_memory)
+    capacity["markdown"] = markdown(capacity)
+    capacity["lines"] = ["%s: %d GPUs, %d of %d vGPUs allocated, %d of %d MiB allocated" % (
+        row["node"], len(row["gpus"]), row["vgpus_allocated"], row["vgpus"], row["memory_mib_allocated"],
+        row["memory_mib"]) for row in capacity["nodes"]]
+    return capacity

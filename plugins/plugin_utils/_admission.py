@@ -136,3 +136,25 @@ def default_memory_policy(name, share, api_version, names=None):
         "spec": {"policyName": name},
     }
     return [policy_doc, binding]
+
+
+def memory_policy_for_plan(plan, name="gpufleet-vgpu-memory"):
+    """policy() for the largest card a device_plugin plan registers; [] when it registers none."""
+    largest = largest_gpu(plan.get("gpus") or {}, plan["memory_factor"])
+    if largest is None:
+        return []
+    resource = (plan.get("device_config") or {}).get("resourceMemoryName") or "volcano.sh/vgpu-memory"
+    return policy(name, largest, plan["memory_factor"], resource)
+
+
+def default_memory_policy_for_plan(plan, name="gpufleet-vgpu-default-memory", api_version=MUTATING_POLICY_APIS[0]):
+    """default_memory_policy() with the even share of a device_plugin plan's GPUs and its resource names; [] when
+    it registers none."""
+    splits = {node: want["split"] for node, want in (plan.get("expected") or {}).items()}
+    share = even_share(plan.get("gpus") or {}, splits, plan["memory_factor"])
+    if share is None:
+        return []
+    config = plan.get("device_config") or {}
+    names = {key: config[field] for key, field in (("number", "resourceCountName"), ("memory", "resourceMemoryName"),
+                                                   ("percentage", "resourceMemoryPercentageName")) if config.get(field)}
+    return default_memory_policy(name, share, api_version, names)

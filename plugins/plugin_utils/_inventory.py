@@ -9,8 +9,9 @@ from __future__ import annotations
 ROLE_PREFIXES = ("node_python_", "nvidia_driver_", "container_runtime_", "gpu_verify_", "volcano_",
                  "device_plugin_", "monitoring_", "smoke_test_", "gpufleet_")
 
-# Per-role cluster access settings of earlier releases, now one dict for every role: an inventory that still sets
-# them would otherwise reach the cluster through the client's defaults - perhaps another cluster - without a word.
+# Settings of earlier releases that one setting now holds. An inventory that still sets one would otherwise be
+# ignored without a word: per-role cluster access would reach the cluster through the client's defaults - perhaps
+# another cluster - and a per-node split would silently fall back to the fleet's.
 REPLACED_VARIABLES = {
     "volcano_kubeconfig": "gpufleet_kube_auth.kubeconfig",
     "volcano_kube_context": "gpufleet_kube_auth.context",
@@ -21,6 +22,20 @@ REPLACED_VARIABLES = {
     "smoke_test_kubeconfig": "gpufleet_kube_auth.kubeconfig",
     "smoke_test_kube_context": "gpufleet_kube_auth.context",
     "nvidia_driver_kubeconfig": "gpufleet_kube_auth.kubeconfig",
+    "device_plugin_split_count": "device_plugin_vgpu.split",
+    "device_plugin_core_scaling": "device_plugin_vgpu.core_scaling",
+    "device_plugin_operating_mode": "device_plugin_vgpu.mode",
+    "device_plugin_filter_uuids": "device_plugin_vgpu.filter_uuid",
+    "device_plugin_filter_indexes": "device_plugin_vgpu.filter_index",
+    "device_plugin_node_overrides": "device_plugin_vgpu in the host_vars of each node's host",
+}
+# What the replacing setting is, said once per message.
+REPLACEMENTS = {
+    "gpufleet_kube_auth": "one setting for every role that talks to the cluster (gpufleet_kube_auth takes "
+                          "kubernetes.core's auth options kubeconfig, context, host, api_key, validate_certs and "
+                          "ca_cert)",
+    "device_plugin_vgpu": "one dict per GPU host or group with the keys split, core_scaling, mode, filter_uuid and "
+                          "filter_index; a key it leaves out keeps the fleet's value",
 }
 
 
@@ -117,9 +132,9 @@ def replaced_variables(present):
         for name in names:
             if name in REPLACED_VARIABLES:
                 hosts.setdefault(name, []).append(host)
-    return ["%s (set for %s) is no longer read: set %s instead, one setting for every role that talks to the "
-            "cluster (gpufleet_kube_auth takes kubernetes.core's auth options kubeconfig, context, host, api_key, "
-            "validate_certs and ca_cert)" % (name, ", ".join(names), REPLACED_VARIABLES[name])
+    return ["%s (set for %s) is no longer read: set %s instead, %s"
+            % (name, ", ".join(names), REPLACED_VARIABLES[name],
+               REPLACEMENTS[REPLACED_VARIABLES[name].split(".")[0].split()[0]])
             for name, names in sorted(hosts.items())]
 
 
@@ -136,3 +151,16 @@ def options_without_defaults(options):
             spec["options"] = options_without_defaults(spec["options"])
         stripped[name] = spec
     return stripped
+
+
+def shape_errors(export, hosts, all_hosts, hostvars):
+    """Every inventory shape message: group conflicts among ``hosts``, shared addresses and replaced variables among
+    ``all_hosts``; ``hostvars``: host -> its variables (Ansible's hostvars)."""
+    addresses, replaced = {}, {}
+    for host in all_hosts or []:
+        host_vars = hostvars.get(host) or {}
+        if host_vars.get("ansible_host") is not None:
+            addresses[host] = (host_vars["ansible_host"], host_vars.get("ansible_port") or "")
+        replaced[host] = [name for name in REPLACED_VARIABLES if name in host_vars]
+    return (group_conflicts(export or {}, hosts or []) + duplicate_addresses(addresses)
+            + replaced_variables(replaced))

@@ -72,23 +72,6 @@ def problems(s):
     return found
 
 
-def expected_gpus(hosts, hostvars):
-    """{node name: expected GPUs} from gpu_verify_expected_count, else the count of device_plugin_gpus."""
-    found = {}
-    for host in hosts:
-        own = hostvars[host]
-        count = own.get("gpu_verify_expected_count")
-        if count is None:
-            count = (own.get("device_plugin_gpus") or {}).get("count")
-        if count is not None:
-            try:
-                count = int(count)
-            except (TypeError, ValueError):
-                pass  # problems() names it
-            found[own.get("device_plugin_node_name") or host] = count
-    return found
-
-
 def _sel(job, extra=""):
     return '{job="%s"%s}' % (job, extra)
 
@@ -306,3 +289,17 @@ def dashboard_configmap(s, labels):
             "metadata": {"name": "gpufleet-vgpu-dashboard", "namespace": s["dashboard_namespace"],
                          "labels": dict(MANAGED_BY, **labels)},
             "data": {"gpufleet-vgpu.json": json.dumps(dashboard(s), indent=1, sort_keys=True)}}
+
+
+def bundle(settings, labels=None, dashboard_labels=None):
+    """Everything the monitoring role renders: {errors} alone when a setting is invalid."""
+    errors = problems(settings)
+    if errors:
+        return {"errors": errors}
+    return {"errors": [], "scrape_configs": scrape_configs(settings),
+            "rules": rules(settings), "dashboard": dashboard(settings),
+            "operator": operator_monitors(settings, labels or {})
+            + [prometheus_rule(settings, labels or {})],
+            "dashboard_configmap": dashboard_configmap(settings, dashboard_labels or {}),
+            "alerts": [alert[0] for alert in alerts(settings)],
+            "queries": [panel[2] for panel in panels(settings)]}

@@ -224,3 +224,22 @@ def reboot_decision(facts):
         skipped = ("this host is a container (the local lab, a molecule test host), where kernel modules never load: "
                    "no reboot can bring the driver up here, so none is done")
     return {"needed": bool(reasons), "reasons": reasons, "skipped_reason": skipped}
+
+
+def plan(choice):
+    """The driver role's plan from its settings ({flavor, branch, version, stream, debian_source, os_family}):
+    {errors} alone when one is invalid, else the flavor, stream, version pin and Debian packages."""
+    flavor, branch = choice.get("flavor", "auto"), str(choice.get("branch") or "")
+    version, stream = str(choice.get("version") or ""), choice.get("stream") or ""
+    source = choice.get("debian_source", "debian")
+    errors = validate(flavor, branch, version, stream)
+    if choice.get("os_family") == "Debian" and source not in ("debian", "cuda"):
+        errors.append("nvidia_driver_debian_source must be 'debian' or 'cuda', got %r" % (source,))
+    if errors:
+        return {"errors": errors}
+    resolved = resolve_flavor(flavor, choice.get("os_family"), source)
+    result = {"errors": [], "flavor": resolved, "stream": redhat_stream(resolved, branch, stream),
+              "pin_glob": pin_glob(branch, version), "debian_packages": []}
+    if choice.get("os_family") == "Debian":
+        result["debian_packages"] = debian_packages(source, resolved, branch, version)
+    return result

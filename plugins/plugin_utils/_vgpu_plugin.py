@@ -223,72 +223,49 @@ def node_config(nodes):
     return "{\"nodeconfig\": [\n%s\n]}\n" % ",\n".join(lines)
 
 
-def validate_node_settings(name, spec):
-    """Messages for one node's split settings (empty when valid); names the node and the allowed values."""
-    errors = []
-    split = spec.get("split")
+# The keys of device_plugin_vgpu, in the vocabulary of the node ConfigMap's entries.
+VGPU_KEYS = ("split", "core_scaling", "mode", "filter_uuid", "filter_index")
+# What plugin v1.12.0 does with a node entry that leaves a key out: the --device-split-count default, no core
+# scaling, hami-core, no device filter. A key set neither for the host nor for the fleet takes this value.
+VGPU_ABSENT = {"split": FLAG_DEFAULTS["split"], "core_scaling": 1, "mode": "hami-core", "filter_uuid": [],
+               "filter_index": []}
+
+
+def vgpu_problems(vgpu):
+    """Messages for one device_plugin_vgpu dict (empty when valid), each naming the key and the allowed values.
+    Keys left out are not checked: they come from the fleet's dict, or VGPU_ABSENT."""
+    if not isinstance(vgpu, dict):
+        return ["must be a dict with the keys %s, got %r" % (", ".join(VGPU_KEYS), vgpu)]
+    problems = []
+    unknown = sorted(set(vgpu) - set(VGPU_KEYS))
+    if unknown:
+        problems.append("unknown key(s) %s; allowed: %s" % (", ".join(map(str, unknown)), ", ".join(VGPU_KEYS)))
+    split = vgpu.get("split", 1)
     if not isinstance(split, int) or isinstance(split, bool) or not 1 <= split <= 100:
-        errors.append("node %s: split must be an integer from 1 to 100, got %r" % (name, split))
-    scaling = spec.get("core_scaling", 1)
+        problems.append("split must be an integer from 1 to 100, got %r" % (split,))
+    scaling = vgpu.get("core_scaling", 1)
     if isinstance(scaling, bool) or not isinstance(scaling, (int, float)) or scaling <= 0:
-        errors.append("node %s: core_scaling must be a number > 0, got %r" % (name, scaling))
-    mode = spec.get("mode", "hami-core")
+        problems.append("core_scaling must be a number > 0 (> 1 oversubscribes), got %r" % (scaling,))
+    mode = vgpu.get("mode", "hami-core")
     if mode not in OPERATING_MODES:
-        errors.append("node %s: mode must be one of %s, got %r" % (name, ", ".join(OPERATING_MODES), mode))
-    return errors
+        problems.append("mode must be one of %s, got %r" % (", ".join(OPERATING_MODES), mode))
+    uuids = vgpu.get("filter_uuid", [])
+    if not isinstance(uuids, list) or not all(isinstance(u, str) for u in uuids):
+        problems.append("filter_uuid must be a list of GPU UUIDs, got %r" % (uuids,))
+    indexes = vgpu.get("filter_index", [])
+    if not isinstance(indexes, list) or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
+                                                for i in indexes):
+        problems.append("filter_index must be a list of GPU indexes (integers >= 0), got %r" % (indexes,))
+    return problems
 
 
-HOST_KEYS = {
-    "node_name": "device_plugin_node_name",
-    "split": "device_plugin_split_count",
-    "core_scaling": "device_plugin_core_scaling",
-    "mode": "device_plugin_operating_mode",
-    "filter_uuid": "device_plugin_filter_uuids",
-    "filter_index": "device_plugin_filter_indexes",
-}
-OVERRIDE_KEYS = ("split", "core_scaling", "mode", "filter_uuid", "filter_index")
-
-
-def node_name(host, hostvars):
-    """The Kubernetes node name of an inventory host: device_plugin_node_name, else the host's name."""
-    return (hostvars or {}).get(HOST_KEYS["node_name"]) or host
-
-
-def node_names(hosts, hostvars):
-    """The Kubernetes node names of inventory hosts, in their order."""
-    return [node_name(host, hostvars.get(host)) for host in hosts or []]
-
-
-def _whole(value, variable):
-    """An inventory count or size as an int; PluginConfigError naming the variable otherwise."""
-    if isinstance(value, bool):
-        raise PluginConfigError("%s must be an integer, got %r" % (variable, value))
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise PluginConfigError("%s must be an integer, got %r" % (variable, value)) from None
-
-
-def host_gpus(hostvars):
-    """A host's GPUs: what gpu_verify read through NVML, else what the inventory declares (device_plugin_gpus), else
-    what its card group expects of it (gpu_verify_expected_count, _min_memory_mib, _model_pattern) - so a fresh
-    fleet passes the preflight before any node is contacted; site.yml sizes with NVML's figures, read first."""
-    measured = hostvars.get("gpu_verify_inventory") or {}
-    if measured.get("gpus"):
-        return [{"uuid": g.get("uuid") or "GPU-index-%d" % g["index"], "index": g["index"],
-                 "model": g.get("name") or "unknown", "memory_mib": int(g.get("memory_total_mib") or 0)}
-                for g in measured["gpus"]]
-    declared = hostvars.get("device_plugin_gpus") or {}
-    if declared.get("count"):
-        memory = _whole(declared.get("memory_mib"), "device_plugin_gpus.memory_mib")
-        return [{"uuid": "GPU-index-%d" % i, "index": i, "model": declared.get("model", "unknown"),
-                 "memory_mib": memory} for i in range(_whole(declared["count"], "device_plugin_gpus.count"))]
-    count, memory = hostvars.get("gpu_verify_expected_count"), hostvars.get("gpu_verify_min_memory_mib")
-    if count and memory:
-        memory = _whole(memory, "gpu_verify_min_memory_mib")
-        return [{"uuid": "GPU-index-%d" % i, "index": i, "model": hostvars.get("gpu_verify_model_pattern") or "unknown",
-                 "memory_mib": memory} for i in range(_whole(count, "gpu_verify_expected_count"))]
-    return []
+def vgpu_settings(fleet, own):
+    """One node's settings: its host's device_plugin_vgpu (``own``, None when unset) over the fleet's, key by key,
+    over VGPU_ABSENT - a card group sets {split: 3} and keeps the fleet's other keys."""
+    merged = dict(VGPU_ABSENT)
+    merged.update(fleet or {})
+    merged.update(own or {})
+    return {key: merged[key] for key in VGPU_KEYS}
 
 
 def _digest(data):
@@ -296,47 +273,31 @@ def _digest(data):
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def plan(settings, hostvars):
+def plan(settings, hosts):
     """Everything the device_plugin role renders and then expects, from the inventory.
 
-    settings: {hosts, defaults: {split, core_scaling, mode}, overrides: {node: {...}}, memory_factor ('auto' or int),
-    device_config: {...overrides}, version}. hostvars: {host: vars} (Ansible's hostvars or plain dicts).
+    settings: {vgpu: the fleet's device_plugin_vgpu, memory_factor ('auto' or int), device_config: {...overrides},
+    version, node_label}. hosts: the GPU hosts as _gpu_hosts.read() returns them.
     """
     errors, nodes = [], {}
-    defaults = settings.get("defaults") or {}
-    for host in settings.get("hosts") or []:
-        hv = hostvars.get(host) or {}
-        name = node_name(host, hv)
-        try:
-            gpus = host_gpus(hv)
-        except PluginConfigError as exc:
-            errors.append("node %s (host %s): %s" % (node_name(host, hv), host, exc))
-            gpus = None
-        spec = {"host": host, "gpus": gpus or []}
-        for key in OVERRIDE_KEYS:
-            value = hv.get(HOST_KEYS[key])
-            spec[key] = value if value not in (None, "") else defaults.get(key)
-        spec["filter_uuid"] = list(spec.get("filter_uuid") or [])
-        spec["filter_index"] = list(spec.get("filter_index") or [])
-        spec["core_scaling"] = spec.get("core_scaling") if spec.get("core_scaling") is not None else 1
-        spec["mode"] = spec.get("mode") or "hami-core"
-        if gpus == []:
-            errors.append("node %s (host %s): no GPUs known - run gpu_verify on it first, declare "
-                          "device_plugin_gpus: {count, model, memory_mib}, or give its card group "
-                          "gpu_verify_expected_count and gpu_verify_min_memory_mib" % (name, host))
-        nodes[name] = spec
-    for name, override in sorted((settings.get("overrides") or {}).items()):
-        if name not in nodes:
-            errors.append("device_plugin_node_overrides names %s, which is not a GPU node of the inventory "
-                          "(known: %s)" % (name, ", ".join(sorted(nodes)) or "none"))
-            continue
-        unknown = sorted(set(override or {}) - set(OVERRIDE_KEYS))
-        if unknown:
-            errors.append("device_plugin_node_overrides.%s: unknown key(s) %s; allowed: %s"
-                          % (name, ", ".join(unknown), ", ".join(OVERRIDE_KEYS)))
-        nodes[name].update({k: v for k, v in (override or {}).items() if k in OVERRIDE_KEYS})
-    for name in sorted(nodes):
-        errors.extend(validate_node_settings(name, nodes[name]))
+    fleet = settings.get("vgpu") or {}
+    errors.extend("device_plugin_vgpu: %s" % problem for problem in vgpu_problems(fleet))
+    fleet = fleet if isinstance(fleet, dict) else {}
+    for host in hosts or []:
+        name = host["node"]
+        where = "node %s (host %s)" % (name, host["host"])
+        if host["error"]:
+            errors.append("%s: %s" % (where, host["error"]))
+        elif not host["gpus"]:
+            errors.append("%s: no GPUs known - run gpu_verify on it first, declare device_plugin_gpus: {count, "
+                          "model, memory_mib}, or give its card group gpu_verify_expected_count and "
+                          "gpu_verify_min_memory_mib" % where)
+        if host["vgpu"] is not None:
+            errors.extend("device_plugin_vgpu of %s: %s" % (where, problem) for problem in vgpu_problems(host["vgpu"]))
+        if name in nodes:
+            errors.append("%s: node name also used by host %s (device_plugin_node_name)" % (where, nodes[name]["host"]))
+        nodes[name] = dict(vgpu_settings(fleet, host["vgpu"] if isinstance(host["vgpu"], dict) else None),
+                           host=host["host"], gpus=host["gpus"] or [])
     factor = settings.get("memory_factor", "auto")
     if factor == "auto":
         factor = memory_factor([n["gpus"] for n in nodes.values()])
@@ -354,8 +315,9 @@ def plan(settings, hostvars):
     if errors:
         return {"errors": errors}
     config["gpuMemoryFactor"] = factor
-    config["deviceSplitCount"] = int(defaults.get("split") or config["deviceSplitCount"])
-    config["deviceCoreScaling"] = defaults.get("core_scaling") or config["deviceCoreScaling"]
+    # The fleet's values, for a node without an entry of its own (every GPU host of the inventory has one).
+    config["deviceSplitCount"] = vgpu_settings(fleet, None)["split"]
+    config["deviceCoreScaling"] = vgpu_settings(fleet, None)["core_scaling"]
     legacy = version < NODE_CONFIG_VERSION
     expected, groups, kept = {}, {}, {}
     for name in sorted(nodes):

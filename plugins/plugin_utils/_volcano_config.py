@@ -242,3 +242,26 @@ def enabled_admissions(admissions, namespaces):
 def config_hash(*documents):
     """Short stable hash of configuration documents (pod-template label that rolls a Deployment on change)."""
     return hashlib.sha256(json.dumps(documents, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def plan(settings):
+    """The volcano role's plan from its settings: {errors} alone when one is invalid, else the scheduler and
+    admission configuration, the webhooks to enable and the configuration hash."""
+    actions, tiers = settings.get("actions") or [], settings.get("tiers") or []
+    deviceshare, binpack = settings.get("deviceshare") or {}, settings.get("binpack") or {}
+    namespaces = settings.get("admission_namespaces") or []
+    errors = validate(actions, tiers, deviceshare, binpack, settings.get("custom_plugins") or ())
+    admissions = settings.get("enabled_admissions") or []
+    for admission in admissions:
+        if not isinstance(admission, str) or not admission.startswith("/"):
+            errors.append("volcano_enabled_admissions: entries are webhook paths such as /jobs/mutate, got %r"
+                          % (admission,))
+    for namespace in namespaces:
+        if not isinstance(namespace, str) or not namespace:
+            errors.append("volcano_admission_namespaces: entries are namespace names, got %r" % (namespace,))
+    if errors:
+        return {"errors": errors}
+    conf = scheduler_conf(actions, tiers, deviceshare, binpack)
+    return {"errors": [], "scheduler_conf": conf,
+            "admission_conf": admission_conf(namespaces, settings.get("scheduler_name") or "volcano"),
+            "enabled_admissions": enabled_admissions(admissions, namespaces), "config_hash": config_hash(conf)}

@@ -17,13 +17,13 @@ INVENTORY = {"all": {"children": {
 
 
 @pytest.mark.parametrize("extra, needle", [
-    ({"device_plugin_split_count": 0}, "node rig01: split must be an integer from 1 to 100, got 0"),
-    ({"device_plugin_split_count": 101}, "split must be an integer from 1 to 100, got 101"),
-    ({"device_plugin_core_scaling": -1}, "core_scaling must be a number > 0, got -1"),
-    ({"device_plugin_operating_mode": "time-slicing"},
-     "device_plugin_operating_mode must be one of: hami-core, mig, got: time-slicing"),
-    ({"device_plugin_node_overrides": {"rig99": {"split": 3}}},
-     "device_plugin_node_overrides names rig99, which is not a GPU node of the inventory (known: rig01, rig02)"),
+    ({"device_plugin_vgpu": {"split": 0}}, "device_plugin_vgpu: split must be an integer from 1 to 100, got 0"),
+    ({"device_plugin_vgpu": {"split": 101}}, "split must be an integer from 1 to 100, got 101"),
+    ({"device_plugin_vgpu": {"core_scaling": -1}}, "core_scaling must be a number > 0 (> 1 oversubscribes), got -1"),
+    # The argument spec's choices, before the plan: Ansible's own wording, naming the dict.
+    ({"device_plugin_vgpu": {"mode": "time-slicing"}},
+     "value of mode must be one of: hami-core, mig, got: time-slicing found in device_plugin_vgpu"),
+    ({"device_plugin_vgpu": {"splits": 3}}, "device_plugin_vgpu.splits. Supported parameters include"),
     ({"device_plugin_gpu_memory_factor": 0}, "device_plugin_gpu_memory_factor must be 'auto' or an integer >= 1"),
     ({"device_plugin_gpu_memory_factor": 1}, "over the 4194304 bytes kubelet reads from a device plugin"),
     ({"volcano_deviceshare": {"vgpu_enable": True, "schedule_policy": "fastest"}},

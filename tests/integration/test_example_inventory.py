@@ -141,8 +141,8 @@ BAD = [
      ["nvidia_driver_debian_source", "ubuntu", "cuda"]),
     ("choice secure boot", {"gpu_nodes": {"nvidia_driver_secure_boot": "sometimes"}}, None,
      ["nvidia_driver_secure_boot", "sometimes"]),
-    ("choice plugin mode", {"rtx4070s": {"device_plugin_operating_mode": "time-slicing"}}, None,
-     ["time-slicing", "hami-core"]),
+    ("choice plugin mode", {"rtx4070s": {"device_plugin_vgpu": {"mode": "time-slicing"}}}, None,
+     ["device_plugin_vgpu of node rig02 (host rig02): mode must be one of hami-core, mig, got 'time-slicing'"]),
     ("choice MIG expectation", {"gpu_nodes": {"gpu_verify_mig_mode": "maybe"}}, None, ["gpu_verify_mig_mode", "maybe"]),
     ("choice default memory", {"all": {"device_plugin_default_memory": "half-card"}}, None,
      ["device_plugin_default_memory", "half-card", "whole-card", "even-share"]),
@@ -153,10 +153,13 @@ BAD = [
      ["nvidia_driver_drain_timeout must be > 0 (got -5)"]),
     ("range restart timeout", {"gpu_nodes": {"container_runtime_restart_timeout": 0}}, None,
      ["container_runtime_restart_timeout must be > 0 (got 0)"]),
-    ("range split 0", {"rtx4070s": {"device_plugin_split_count": 0}}, None,
-     ["node rig02: split must be an integer from 1 to 100, got 0"]),
-    ("range split 101", {"rtx4090": {"device_plugin_split_count": 101}}, None,
-     ["node rig01: split must be an integer from 1 to 100, got 101"]),
+    ("range split 0", {"rtx4070s": {"device_plugin_vgpu": {"split": 0}}}, None,
+     ["device_plugin_vgpu of node rig02 (host rig02): split must be an integer from 1 to 100, got 0"]),
+    ("range split 101", {"rtx4090": {"device_plugin_vgpu": {"split": 101}}}, None,
+     ["device_plugin_vgpu of node rig01 (host rig01): split must be an integer from 1 to 100, got 101"]),
+    # The plural key of the variables before device_plugin_vgpu, in a card group: refused, not ignored.
+    ("unknown vGPU key", {"rtx4090": {"device_plugin_vgpu": {"split": 2, "filter_uuids": ["GPU-x"]}}}, None,
+     ["device_plugin_vgpu of node rig01 (host rig01): unknown key(s) filter_uuids; allowed: split, core_scaling"]),
     ("range memory", {"rtx4090": {"gpu_verify_min_memory_mib": -1}}, None, ["min_memory_mib", "-1"]),
     # format
     ("driver branch", {"gpu_nodes": {"nvidia_driver_branch": "57"}}, None, ["nvidia_driver_branch", "'57'", "570"]),
@@ -205,8 +208,10 @@ BAD = [
     ("unknown scheduler action", {"all": {"volcano_scheduler_actions": "enqueue, allocate, teleport"}}, None,
      ["teleport"]),
     # inventory shape
-    ("override for an unknown node", {"all": {"device_plugin_node_overrides": {"rig99": {"split": 3}}}}, None,
-     ["device_plugin_node_overrides names rig99, which is not a GPU node of the inventory"]),
+    # A card group still on the split variable of an earlier release: without the check, split 3 would silently
+    # become the fleet's 2.
+    ("split count of an earlier release", {"rtx4070s": {"device_plugin_split_count": 3}}, None,
+     ["device_plugin_split_count (set for rig02) is no longer read: set device_plugin_vgpu.split instead"]),
     ("host in two card groups", {}, {"rtx4090": {"rig02": {}}},
      ["host rig02 is in groups rtx4070s", "rtx4090", "gpu_verify_min_memory_mib: 16000", "gpu_verify_model_pattern"]),
     ("two names for one machine", {},

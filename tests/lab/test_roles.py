@@ -36,10 +36,17 @@ def test_converge_then_nothing_to_change(lab):
     assert rc == 0 and changed(out) == 0, failed_messages(out)
 
 
-def test_split_change_is_registered(lab):
-    override = '{"device_plugin_node_overrides": {"rig02": {"split": 3}}}'
+def rig02_split_3(tmp_path):
+    """One host's own device_plugin_vgpu, as its host_vars would set it: an inventory source naming rig02 alone,
+    after the lab's (Ansible merges a host's variables across sources)."""
+    extra = tmp_path / "rig02.yml"
+    extra.write_text(json.dumps({"all": {"hosts": {"rig02": {"device_plugin_vgpu": {"split": 3}}}}}))
+    return ["-i", str(extra)]
+
+
+def test_split_change_is_registered(lab, tmp_path):
     try:
-        rc, out, err = converge(lab, "-e", override)
+        rc, out, err = converge(lab, *rig02_split_3(tmp_path))
         assert rc == 0, (failed_messages(out), err[-2000:])
         assert (allocatable(lab, "rig01"), allocatable(lab, "rig02")) == ("10", "15")
     finally:
@@ -104,15 +111,14 @@ def test_scheduler_configuration_in_effect(lab):
     assert first[0] != second[0], results              # the other node (so another GPU)
 
 
-def test_plugins_before_1_12_get_one_daemonset_per_split(lab):
+def test_plugins_before_1_12_get_one_daemonset_per_split(lab, tmp_path):
     """Plugin v1.11 ignores the node ConfigMap: the role deploys the article's workaround instead, one DaemonSet per
     split count on labelled nodes with the flags. The lab builds v1.12.0 only (the module proxy serves no other),
     so no v1.11 binary runs and the role's wait names the unregistered nodes; the rendering is what is checked."""
     apps = client.AppsV1Api(lab["api"])
-    extra = json.dumps({"device_plugin_version": "v1.11.0", "device_plugin_node_overrides": {"rig02": {"split": 3}},
-                        "device_plugin_wait_timeout": 10})
+    extra = json.dumps({"device_plugin_version": "v1.11.0", "device_plugin_wait_timeout": 10})
     try:
-        rc, out, err = converge(lab, "-e", extra)
+        rc, out, err = converge(lab, "-e", extra, *rig02_split_3(tmp_path))
         assert rc != 0
         assert any("volcano.sh/vgpu-number" in m for m in failed_messages(out)), failed_messages(out)
         ours = {d.metadata.name: d for d in apps.list_namespaced_daemon_set(

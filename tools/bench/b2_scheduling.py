@@ -184,7 +184,7 @@ def run(out_dir, splits=(2, 4), seeds=(0,)):
         results = []
         for split in splits:
             seconds, rc, recap = lab.playbook("cluster.yml", common.ROOT / "inventories" / "lab",
-                                              extra={"device_plugin_split_count": split})
+                                              extra={"device_plugin_vgpu": {"split": split}})
             if rc != 0:
                 raise RuntimeError("cluster.yml with split %d failed: %s" % (split, recap))
             common.log("split %d deployed in %.0f s" % (split, seconds))

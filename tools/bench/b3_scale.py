@@ -45,7 +45,7 @@ def fleet(work, count):
     (inventory / "group_vars" / "all.yml").write_text(lab_all.read_text())
     for model in MODELS:
         (inventory / "group_vars" / ("%s.yml" % model["group"])).write_text(yaml.safe_dump({
-            "device_plugin_split_count": 2,
+            "device_plugin_vgpu": {"split": 2},
             "device_plugin_gpus": {"count": 8, "model": model["model"], "memory_mib": model["memory_mib"]}}))
     return work / "nodes.yml", inventory, names
 

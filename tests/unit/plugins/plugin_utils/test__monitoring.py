@@ -53,14 +53,6 @@ def test_prometheus_durations_pass(duration):
     assert _monitoring.problems(settings(threshold_down=duration)) == []
 
 
-def test_expected_gpus_from_the_inventory():
-    hostvars = {"rig01": {"gpu_verify_expected_count": 5, "device_plugin_gpus": {"count": 4}},
-                "rig02": {"device_plugin_gpus": {"count": "5"}, "device_plugin_node_name": "rig02.example"},
-                "rig03": {}, "rig04": {"gpu_verify_expected_count": "x"}}
-    assert _monitoring.expected_gpus(["rig01", "rig02", "rig03", "rig04"], hostvars) == {
-        "rig01": 5, "rig02.example": 5, "rig04": "x"}
-
-
 def test_expected_series_is_one_series_per_node():
     assert _monitoring.expected_series({"rig02": 5, "rig01": 4}) == (
         'label_replace(vector(4), "node", "rig01", "", "") or label_replace(vector(5), "node", "rig02", "", "")')

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _gpu_hosts
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _vgpu_plugin as vp
 
 FULL = vp.device_config({"deviceSplitCount": 4, "gpuMemoryFactor": 3})
@@ -111,50 +112,57 @@ def test_device_config_is_complete_and_refuses_unknown_keys():
 
 HOSTVARS = {
     "rig01": {"device_plugin_gpus": {"count": 5, "model": "NVIDIA GeForce RTX 4090", "memory_mib": 24564}},
-    "rig02": {"device_plugin_split_count": 3, "gpu_verify_inventory": {"gpus": [
+    "rig02": {"device_plugin_vgpu": {"split": 3}, "gpu_verify_inventory": {"gpus": [
         {"index": i, "uuid": "GPU-b%d" % i, "name": "NVIDIA GeForce RTX 4070 SUPER", "memory_total_mib": 16376}
         for i in range(5)]}},
 }
-BASE = {"hosts": ["rig01", "rig02"], "defaults": {"split": 2, "core_scaling": 1, "mode": "hami-core"},
-        "overrides": {}, "memory_factor": "auto", "device_config": {}, "version": "v1.12.0"}
+BASE = {"hosts": ["rig01", "rig02"], "vgpu": {"split": 2, "core_scaling": 1, "mode": "hami-core"},
+        "memory_factor": "auto", "device_config": {}, "version": "v1.12.0"}
+# rig01 with a dict of its own: split 4, the fleet's other keys.
+RIG01_SPLIT_4 = dict(HOSTVARS, rig01=dict(HOSTVARS["rig01"], device_plugin_vgpu={"split": 4}))
+
+
+def plan(settings, hostvars):
+    """What the role's filter does: the GPU hosts as the inventory has them, then the plan."""
+    return vp.plan(settings, _gpu_hosts.read(settings["hosts"], hostvars))
 
 
 def test_plan_per_node_from_hostvars():
-    plan = vp.plan(BASE, HOSTVARS)
-    assert plan["errors"] == []
-    assert plan["memory_factor"] == 3
+    result = plan(BASE, HOSTVARS)
+    assert result["errors"] == []
+    assert result["memory_factor"] == 3
     # What forces it: rig01 alone needs 3, rig02 alone 2 (a fleet of rig02s would count in 2-MiB units).
-    assert plan["factor_by_node"] == {"rig01": 3, "rig02": 2}
-    assert plan["expected"]["rig01"]["volcano.sh/vgpu-number"] == 10
-    assert plan["expected"]["rig02"]["volcano.sh/vgpu-number"] == 15  # group/host var split 3, measured GPUs
-    assert plan["expected"]["rig02"]["volcano.sh/vgpu-memory"] == 5 * (16376 // 3)
-    nodes = {e["name"]: e for e in json.loads(plan["node_config"])["nodeconfig"]}
+    assert result["factor_by_node"] == {"rig01": 3, "rig02": 2}
+    assert result["expected"]["rig01"]["volcano.sh/vgpu-number"] == 10
+    assert result["expected"]["rig02"]["volcano.sh/vgpu-number"] == 15  # group/host var split 3, measured GPUs
+    assert result["expected"]["rig02"]["volcano.sh/vgpu-memory"] == 5 * (16376 // 3)
+    nodes = {e["name"]: e for e in json.loads(result["node_config"])["nodeconfig"]}
     assert (nodes["rig01"]["devicesplitcount"], nodes["rig02"]["devicesplitcount"]) == (2, 3)
-    assert plan["device_config"]["gpuMemoryFactor"] == 3
-    assert [d["name"] for d in plan["daemonsets"]] == ["volcano-device-plugin"]
+    assert result["device_config"]["gpuMemoryFactor"] == 3
+    assert [d["name"] for d in result["daemonsets"]] == ["volcano-device-plugin"]
 
 
 def test_plan_legacy_version_groups_by_split():
-    plan = vp.plan(dict(BASE, version="v1.11.0"), HOSTVARS)
-    assert [(d["name"], d["nodes"]) for d in plan["daemonsets"]] == [
+    result = plan(dict(BASE, version="v1.11.0"), HOSTVARS)
+    assert [(d["name"], d["nodes"]) for d in result["daemonsets"]] == [
         ("volcano-device-plugin-split-2", ["rig01"]), ("volcano-device-plugin-split-3", ["rig02"])]
-    assert "--device-split-count=3" in plan["daemonsets"][1]["args"]
-    assert plan["node_label_patches"][1] == {"apiVersion": "v1", "kind": "Node", "metadata": {
+    assert "--device-split-count=3" in result["daemonsets"][1]["args"]
+    assert result["node_label_patches"][1] == {"apiVersion": "v1", "kind": "Node", "metadata": {
         "name": "rig02", "labels": {"gpufleet.io/gpu": "true", "gpufleet.io/vgpu-split": "3"}}}
 
 
 def test_plan_config_hash_follows_the_settings():
-    one = vp.plan(BASE, HOSTVARS)["config_hash"]
-    assert one == vp.plan(BASE, HOSTVARS)["config_hash"]
-    assert one != vp.plan(dict(BASE, overrides={"rig01": {"split": 4}}), HOSTVARS)["config_hash"]
+    one = plan(BASE, HOSTVARS)["config_hash"]
+    assert one == plan(BASE, HOSTVARS)["config_hash"]
+    assert one != plan(BASE, RIG01_SPLIT_4)["config_hash"]
 
 
 def test_device_config_hash_follows_the_device_config_only():
     """Volcano's scheduler rolls on this one: a split change (node ConfigMap) must not restart it."""
-    base = vp.plan(BASE, HOSTVARS)
-    assert base["device_config_hash"] == vp.plan(dict(BASE, overrides={"rig01": {"split": 4}}), HOSTVARS)[
+    base = plan(BASE, HOSTVARS)
+    assert base["device_config_hash"] == plan(BASE, RIG01_SPLIT_4)[
         "device_config_hash"]
-    changed = vp.plan(dict(BASE, device_config={"deviceMemoryScaling": 2.0}), HOSTVARS)
+    changed = plan(dict(BASE, device_config={"deviceMemoryScaling": 2.0}), HOSTVARS)
     assert changed["device_config_hash"] != base["device_config_hash"]
     # The value the role annotated in Jinja before it was computed here (to_json(sort_keys=true) | hash('sha256')
     # | truncate(16)): an upgrade of gpufleet does not roll the scheduler for nothing.
@@ -163,19 +171,70 @@ def test_device_config_hash_follows_the_device_config_only():
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"overrides": {"rig99": {"split": 3}}}, "names rig99, which is not a GPU node of the inventory"),
-    ({"overrides": {"rig01": {"splits": 3}}}, "unknown key(s) splits"),
-    ({"defaults": {"split": 0}}, "node rig01: split must be an integer from 1 to 100, got 0"),
-    ({"defaults": {"split": 2, "core_scaling": 0}}, "core_scaling must be a number > 0"),
-    ({"defaults": {"split": 2, "mode": "timeslice"}}, "mode must be one of hami-core, mig"),
+    ({"vgpu": {"split": 0}}, "device_plugin_vgpu: split must be an integer from 1 to 100, got 0"),
+    ({"vgpu": {"split": 2, "core_scaling": 0}}, "device_plugin_vgpu: core_scaling must be a number > 0"),
+    ({"vgpu": {"split": 2, "mode": "timeslice"}}, "device_plugin_vgpu: mode must be one of hami-core, mig"),
+    ({"vgpu": {"splits": 3}}, "device_plugin_vgpu: unknown key(s) splits; allowed: split, core_scaling, mode"),
+    ({"vgpu": 3}, "device_plugin_vgpu: must be a dict with the keys split, core_scaling"),
     ({"memory_factor": "big"}, "must be 'auto' or an integer >= 1"),
     ({"memory_factor": 1}, "over the 4194304 bytes kubelet reads from a device plugin"),
     ({"version": "main"}, "device_plugin_version must look like v1.12.0"),
     ({"hosts": ["rig01", "gpu-x"]}, "node gpu-x (host gpu-x): no GPUs known"),
 ])
 def test_plan_errors_name_the_problem(change, message):
-    errors = vp.plan(dict(BASE, **change), HOSTVARS)["errors"]
+    errors = plan(dict(BASE, **change), HOSTVARS)["errors"]
     assert any(message in e for e in errors), errors
+
+
+# A GPU host's own dict, as a card group's group_vars or a host's host_vars set it.
+HOST_VGPU = [
+    ({"split": 0}, "device_plugin_vgpu of node rig01 (host rig01): split must be an integer from 1 to 100, got 0"),
+    ({"split": "3"}, "split must be an integer from 1 to 100, got '3'"),
+    ({"split": True}, "split must be an integer from 1 to 100, got True"),
+    ({"core_scaling": -1}, "core_scaling must be a number > 0 (> 1 oversubscribes), got -1"),
+    ({"mode": "MIG"}, "mode must be one of hami-core, mig, got 'MIG'"),
+    # The vocabulary of the releases before device_plugin_vgpu: plural names are refused, not ignored.
+    ({"filter_uuids": ["GPU-a"]}, "unknown key(s) filter_uuids; allowed: split, core_scaling, mode, filter_uuid"),
+    ({"filter_uuid": "GPU-a"}, "filter_uuid must be a list of GPU UUIDs, got 'GPU-a'"),
+    ({"filter_index": [0, -1]}, "filter_index must be a list of GPU indexes (integers >= 0), got [0, -1]"),
+    ([{"split": 3}], "device_plugin_vgpu of node rig01 (host rig01): must be a dict"),
+]
+
+
+@pytest.mark.parametrize("vgpu, message", HOST_VGPU, ids=[case[1][:40] for case in HOST_VGPU])
+def test_a_hosts_vgpu_dict_is_checked_key_by_key(vgpu, message):
+    hostvars = dict(HOSTVARS, rig01=dict(HOSTVARS["rig01"], device_plugin_vgpu=vgpu))
+    errors = plan(BASE, hostvars)["errors"]
+    assert any(message in e for e in errors), errors
+
+
+@pytest.mark.parametrize("fleet, own, want", [
+    # The card group sets split alone: the fleet's other keys stay.
+    ({"split": 2, "core_scaling": 1.5, "mode": "hami-core"}, {"split": 3},
+     {"split": 3, "core_scaling": 1.5, "mode": "hami-core", "filter_uuid": [], "filter_index": []}),
+    # group_vars/all replaced the role's dict with a partial one: what the plugin does without the key.
+    ({"core_scaling": 2}, None, {"split": 2, "core_scaling": 2, "mode": "hami-core", "filter_uuid": [],
+                                 "filter_index": []}),
+    ({"split": 4}, {"filter_index": [1]},
+     {"split": 4, "core_scaling": 1, "mode": "hami-core", "filter_uuid": [], "filter_index": [1]}),
+])
+def test_vgpu_settings_merge_key_by_key(fleet, own, want):
+    assert vp.vgpu_settings(fleet, own) == want
+
+
+def test_two_hosts_of_one_node_name_are_refused():
+    hostvars = dict(HOSTVARS, rig02=dict(HOSTVARS["rig02"], device_plugin_node_name="rig01"))
+    errors = plan(BASE, hostvars)["errors"]
+    assert "node rig01 (host rig02): node name also used by host rig01 (device_plugin_node_name)" in errors, errors
+
+
+def test_filters_leave_gpus_out_of_the_registration():
+    hostvars = dict(HOSTVARS, rig02=dict(HOSTVARS["rig02"], device_plugin_vgpu={
+        "split": 3, "filter_uuid": ["GPU-b0"], "filter_index": [4]}))
+    result = plan(BASE, hostvars)
+    assert result["expected"]["rig02"]["volcano.sh/vgpu-number"] == 3 * 3
+    entry = [e for e in json.loads(result["node_config"])["nodeconfig"] if e["name"] == "rig02"][0]
+    assert entry["filterdevices"] == {"uuid": ["GPU-b0"], "index": [4]}
 
 
 @pytest.mark.parametrize("daemonset, conflicts", [
@@ -223,38 +282,6 @@ def test_who_manages_a_conflicting_plugin(daemonset, owner, remedy):
         assert found[0]["owner"]["owner"] == owner and remedy in found[0]["owner"]["remedy"]
 
 
-@pytest.mark.parametrize("hosts, hostvars, want", [
-    (["rig01", "rig02"], {"rig01": {}, "rig02": {"device_plugin_node_name": "rig02.k8s.local"}},
-     ["rig01", "rig02.k8s.local"]),
-    (["gpu-a"], {}, ["gpu-a"]),                                    # a host without vars keeps its name
-    (["gpu-a"], {"gpu-a": {"device_plugin_node_name": ""}}, ["gpu-a"]),  # an empty name is no name
-    ([], {}, []),
-])
-def test_node_names(hosts, hostvars, want):
-    assert vp.node_names(hosts, hostvars) == want
-
-
-@pytest.mark.parametrize("hostvars, want", [
-    # What NVML read wins over everything else.
-    ({"gpu_verify_inventory": {"gpus": [{"index": 0, "uuid": "GPU-a", "name": "NVIDIA GeForce RTX 4090",
-                                         "memory_total_mib": 24564}]},
-      "device_plugin_gpus": {"count": 3, "model": "x", "memory_mib": 1}, "gpu_verify_expected_count": 9,
-      "gpu_verify_min_memory_mib": 1}, [("GPU-a", "NVIDIA GeForce RTX 4090", 24564)]),
-    # Then the inventory's declaration.
-    ({"device_plugin_gpus": {"count": 2, "model": "RTX 4070 Super", "memory_mib": 16376},
-      "gpu_verify_expected_count": 9, "gpu_verify_min_memory_mib": 1},
-     [("GPU-index-0", "RTX 4070 Super", 16376), ("GPU-index-1", "RTX 4070 Super", 16376)]),
-    # A fresh fleet: the card group's expectations (the example inventory's group_vars/rtx4090.yml).
-    ({"gpu_verify_expected_count": 2, "gpu_verify_model_pattern": "RTX 4090", "gpu_verify_min_memory_mib": 24000},
-     [("GPU-index-0", "RTX 4090", 24000), ("GPU-index-1", "RTX 4090", 24000)]),
-    ({"gpu_verify_expected_count": 2}, []),          # no memory: nothing to size with
-    ({"gpu_verify_expected_count": None, "gpu_verify_min_memory_mib": 24000}, []),
-    ({}, []),
-])
-def test_host_gpus_sources_in_order(hostvars, want):
-    assert [(g["uuid"], g["model"], g["memory_mib"]) for g in vp.host_gpus(hostvars)] == want
-
-
 @pytest.mark.parametrize("overrides, fragment", [
     ({"deviceMemoryScaling": -1}, "deviceMemoryScaling must be a number > 0"),
     ({"deviceMemoryScaling": 0}, "deviceMemoryScaling must be a number > 0"),
@@ -281,7 +308,7 @@ def test_device_config_accepts_oversubscription():
 
 def _plan(version="v1.12.0", **host):
     hostvars = {"rig01": dict({"device_plugin_gpus": {"count": 1, "model": "m", "memory_mib": 24564}}, **host)}
-    return vp.plan({"hosts": ["rig01"], "defaults": {"split": 2}, "version": version}, hostvars)
+    return plan({"hosts": ["rig01"], "vgpu": {"split": 2}, "version": version}, hostvars)
 
 
 def test_plugin_version_needs_its_v():
