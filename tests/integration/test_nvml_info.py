@@ -112,7 +112,7 @@ def test_remapped_rows_and_mig_fields(fake_lib, tmp_path):
     assert inv["gpus"][0]["memory_total_mib"] == 81920
     # The plugin's default hami-core mode splits whole GPUs: MIG must be off.
     assert rc != 0 and "MIG mode is on, but the device plugin's mode needs it off" in msgs[-1]
-    rc, inv, verdict, msgs = run(fake_lib, tmp_path, "mig-a100", {"device_plugin_operating_mode": "mig"})
+    rc, inv, verdict, msgs = run(fake_lib, tmp_path, "mig-a100", {"device_plugin_vgpu": {"mode": "mig"}})
     assert rc == 0 and verdict["ok"] and "MIG on for GPU 0" in verdict["line"]
 
 
