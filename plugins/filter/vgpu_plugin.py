@@ -38,8 +38,8 @@ _value:
   description: >-
     C(errors) (nothing else when not empty), C(memory_factor), C(device_config), C(node_config) (JSON text),
     C(expected) (per node vgpu-number/-memory/-cores), C(daemonsets), C(node_label_patches), C(factor_by_node)
-    (the factor each node alone would need), C(gpus) (what each node registers), C(handshake), C(config_hash) (the
-    plugin pods roll on it) and C(device_config_hash) (Volcano's scheduler rolls on it).
+    (the factor each node alone would need), C(gpus) (what each node registers) and C(config_hash) (the plugin
+    pods roll on it).
   type: dict
 """
 
@@ -54,8 +54,12 @@ def vgpu_plugin_plan(settings, hostvars):
     return vp.plan(settings, _gpu_hosts.read(settings.get("hosts"), hostvars))
 
 
-def vgpu_registration_check(nodes, expected, scheduler_pods=None):
-    return _vgpu_registration.check_registration(nodes, expected, scheduler_pods)
+def vgpu_registration_check(nodes, expected):
+    return _vgpu_registration.check_registration(nodes, expected)
+
+
+def vgpu_unseen_nodes(nodes, scheduler_pods):
+    return _vgpu_registration.unseen_nodes(nodes, scheduler_pods)
 
 
 def vgpu_conflicting_daemonsets(daemonsets, listed, image_pattern):
@@ -84,6 +88,7 @@ class FilterModule:
 
     def filters(self):
         return {"vgpu_plugin_plan": vgpu_plugin_plan, "vgpu_registration_check": vgpu_registration_check,
+                "vgpu_unseen_nodes": vgpu_unseen_nodes,
                 "vgpu_conflicting_daemonsets": vgpu_conflicting_daemonsets,
                 "vgpu_version_compatibility": vgpu_version_compatibility, "vgpu_node_names": vgpu_node_names,
                 "vgpu_admission_policy": vgpu_admission_policy,

@@ -36,6 +36,7 @@ RETURN = r"""
 _value:
   description: >-
     C(errors) (list; nothing else when not empty), C(scheduler_conf) and C(admission_conf) (YAML-ready dicts),
+    C(device_configmap) (C(namespace) and C(name) of the ConfigMap deviceshare loads once; null without deviceshare),
     C(enabled_admissions) (string) and C(config_hash).
   type: dict
 """
@@ -47,6 +48,10 @@ def volcano_plan(settings):
     return vc.plan(settings)
 
 
+def volcano_scheduler_labels(plan, device_configmaps=None):
+    return vc.scheduler_pod_labels(plan, device_configmaps)
+
+
 class FilterModule:
     def filters(self):
-        return {"volcano_plan": volcano_plan}
+        return {"volcano_plan": volcano_plan, "volcano_scheduler_labels": volcano_scheduler_labels}

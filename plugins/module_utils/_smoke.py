@@ -270,7 +270,7 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
         if not self.pods("gpufleet.io/smoke"):
             return "skipped", "no smoke pod holds a vGPU (fill did not run)"
         # The scheduler sets a card's figure when it builds the node's devices (only at a node update after its first
-        # session: the plugin's next registration, _vgpu_plugin.registration_due) and at each allocation. So the
+        # session: the plugin's next registration, _vgpu_registration.unseen_nodes) and at each allocation. So the
         # figure is due once every node holding smoke pods re-registered after the running scheduler started; it is
         # waited for on that signal, then compared, both within metrics_settle_seconds.
         state = {"read": None, "unregistered": []}
@@ -278,13 +278,12 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
         holders = {p.spec.node_name for p in self.pods("gpufleet.io/smoke") if p.spec.node_name}
 
         def registered():
-            started = reg.scheduler_start_time(self.scheduler_pods())
-            nodes = [self.core.api_client.sanitize_for_serialization(n) for n in self.core.list_node().items
-                     if n.metadata.name in holders and reg.HANDSHAKE in (n.metadata.annotations or {})]
-            state["started"] = started
-            state["unregistered"] = sorted(
-                "%s (last registration %s)" % (n["metadata"]["name"], n["metadata"]["annotations"][reg.HANDSHAKE])
-                for n in nodes if started is not None and reg.registration_due(n, started) is not None)
+            pods = self.scheduler_pods()
+            nodes = {n.metadata.name: self.core.api_client.sanitize_for_serialization(n)
+                     for n in self.core.list_node().items if n.metadata.name in holders}
+            state["started"] = reg.scheduler_start_time(pods)
+            state["unregistered"] = ["%s (last registration %s)" % (name, nodes[name]["metadata"]["annotations"][
+                reg.HANDSHAKE]) for name in reg.unseen_nodes(list(nodes.values()), pods)]
             return not state["unregistered"]
 
         def settled():

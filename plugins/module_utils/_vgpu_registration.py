@@ -4,9 +4,9 @@
 """Whether Volcano's scheduler has seen each GPU node's vGPU registration.
 
 Pure functions, no Ansible. Ships to the kube_control host with module ``vgpu_smoke`` (its metrics check waits for
-re-registration) and serves the ``device_plugin`` role's wait on the controller (filter
-``vgpu_registration_check``); the plan the registration is compared with is controller-only
-(plugin_utils/_vgpu_plugin.py).
+re-registration) and serves on the controller the ``device_plugin`` role's wait for the registration (filter
+``vgpu_registration_check``) and the ``volcano`` role's wait after a scheduler rollout (filter
+``vgpu_unseen_nodes``); the plan the registration is compared with is controller-only (plugin_utils/_vgpu_plugin.py).
 """
 
 from __future__ import annotations
@@ -68,14 +68,22 @@ def scheduler_start_time(scheduler_pods):
     return datetime.datetime.strptime(since.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S%z") if since else None
 
 
-def check_registration(nodes, expected, scheduler_pods=None):
-    """Compare Node objects (dicts as k8s_info returns them) with plan()['expected']; one line per problem.
+def unseen_nodes(nodes, scheduler_pods):
+    """Names of the nodes (k8s_info dicts) whose plugin re-registers with the handshake annotation but has not done
+    so since the running scheduler's first session: Volcano places vGPU pods there without a device until it has.
+    Nodes without the annotation (no vGPU plugin, or one that does not re-register) are not waited for."""
+    started = scheduler_start_time(scheduler_pods)
+    if started is None:
+        return []
+    return sorted(n["metadata"]["name"] for n in nodes or []
+                  if HANDSHAKE in ((n.get("metadata") or {}).get("annotations") or {})
+                  and registration_due(n, started) is not None)
 
-    scheduler_pods: Volcano's scheduler pods (k8s_info dicts), for plugins that re-register with a handshake: a node is
-    ready for vGPU pods only once it re-registered after the running scheduler's first session.
-    """
+
+def check_registration(nodes, expected):
+    """Compare Node objects (dicts as k8s_info returns them) with plan()['expected']; one line per problem.
+    Whether Volcano's scheduler has seen the registration is unseen_nodes() (the volcano role waits for it)."""
     seen = {n["metadata"]["name"]: n for n in nodes}
-    started = scheduler_start_time(scheduler_pods) if scheduler_pods is not None else None
     problems = []
     for name in sorted(expected):
         want = expected[name]
@@ -90,8 +98,4 @@ def check_registration(nodes, expected, scheduler_pods=None):
                 problems.append("node %s: %s is %s, expected %s (%d GPUs x split %d)"
                                 % (name, resource, have if have is not None else "missing", want[resource],
                                    want["gpus"], want["split"]))
-        if started is not None and registration_due(node, started) is not None:
-            problems.append("node %s: the plugin has not re-registered since Volcano's scheduler started at %s "
-                            "(the scheduler sees a node's vGPUs only after that; the plugin does it every 30 s)"
-                            % (name, started.strftime("%Y-%m-%dT%H:%M:%SZ")))
     return {"ok": not problems, "problems": problems}

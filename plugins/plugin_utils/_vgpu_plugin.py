@@ -363,12 +363,9 @@ def plan(settings, hosts):
             "factor_by_node": {name: memory_factor([nodes[name]["gpus"]]) for name in sorted(nodes)},
             # The GPUs each node registers (filtered ones left out): what a vGPU's memory can be at most.
             "gpus": kept,
-            # Plugins up to v1.12.0 re-register every 30 s with the handshake annotation (wait.yml waits for it).
-            "handshake": version <= NODE_CONFIG_VERSION,
-            # The DaemonSet's pods roll when this changes (both ConfigMaps and the DaemonSets' own settings) ...
-            "config_hash": _digest([config, node_cfg, daemonsets]),
-            # ... and Volcano's scheduler when this does: deviceshare reads the device ConfigMap once.
-            "device_config_hash": _digest(config)}
+            # The DaemonSet's pods roll when this changes (both ConfigMaps and the DaemonSets' own settings).
+            # Volcano's scheduler, which reads the device ConfigMap once, is rolled by the volcano role.
+            "config_hash": _digest([config, node_cfg, daemonsets])}
 
 
 def daemonset_owner(ds):

@@ -244,9 +244,35 @@ def config_hash(*documents):
     return hashlib.sha256(json.dumps(documents, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def device_configmap(conf):
+    """{namespace, name} of the device ConfigMap the scheduler conf's deviceshare loads once, or None without
+    deviceshare. Volcano 1.15.1 (plugins/deviceshare/deviceshare.go enablePredicate) reads
+    deviceshare.KnownGeometriesCMName / ...Namespace, default volcano-vgpu-device-config in kube-system, and
+    config.InitDevicesConfig keeps the first reading for the process's life (sync.Once)."""
+    for tier in conf.get("tiers") or []:
+        for plugin in tier.get("plugins") or []:
+            if plugin.get("name") == "deviceshare":
+                args = plugin.get("arguments") or {}
+                return {"namespace": args.get(DEVICESHARE_KEYS["known_geometries_cm_namespace"]) or "kube-system",
+                        "name": args.get(DEVICESHARE_KEYS["known_geometries_cm_name"]) or "volcano-vgpu-device-config"}
+    return None
+
+
+def scheduler_pod_labels(planned, device_configmaps=None):
+    """The scheduler pods' labels that roll them through the chart: the conf's hash, and - where deviceshare loads
+    its device ConfigMap once - a hash of that ConfigMap's data as the cluster has it (``device_configmaps``:
+    k8s_info's resources, empty when it is missing), whoever wrote it."""
+    labels = {"gpufleet.io/scheduler-config": planned["config_hash"]}
+    if planned.get("device_configmap"):
+        data = (device_configmaps[0].get("data") or {}) if device_configmaps else None
+        labels["gpufleet.io/device-config"] = config_hash(data) if data is not None else "missing"
+    return labels
+
+
 def plan(settings):
     """The volcano role's plan from its settings: {errors} alone when one is invalid, else the scheduler and
-    admission configuration, the webhooks to enable and the configuration hash."""
+    admission configuration, the device ConfigMap deviceshare loads, the webhooks to enable and the configuration
+    hash."""
     actions, tiers = settings.get("actions") or [], settings.get("tiers") or []
     deviceshare, binpack = settings.get("deviceshare") or {}, settings.get("binpack") or {}
     namespaces = settings.get("admission_namespaces") or []
@@ -262,6 +288,6 @@ def plan(settings):
     if errors:
         return {"errors": errors}
     conf = scheduler_conf(actions, tiers, deviceshare, binpack)
-    return {"errors": [], "scheduler_conf": conf,
+    return {"errors": [], "scheduler_conf": conf, "device_configmap": device_configmap(conf),
             "admission_conf": admission_conf(namespaces, settings.get("scheduler_name") or "volcano"),
             "enabled_admissions": enabled_admissions(admissions, namespaces), "config_hash": config_hash(conf)}

@@ -35,7 +35,7 @@ def registered(lab, node):
     found = client.CoreV1Api(lab["api"]).read_node(node)
     annotations = found.metadata.annotations or {}
     entries = sorted(e for e in annotations.get(REGISTER, "").split(":") if e)
-    # The handshake's time differs; its layout must not (the device_plugin role reads it).
+    # The handshake's time differs; its layout must not (the volcano role's wait reads it).
     handshake = re.sub(r"\d+", "9", annotations.get(HANDSHAKE, "missing"))
     return entries, handshake, {r: (found.status.allocatable or {}).get(r) for r in RESOURCES}
 
@@ -156,7 +156,7 @@ def test_emulated_plugin_matches_the_real_one(plugin):
 
 
 def test_role_reads_the_real_plugins_handshake(plugin):
-    """device_plugin's wait compares the handshake time with the scheduler's start: it must parse what the binary
+    """The volcano role's wait compares the handshake time with the scheduler's start: it must parse what the binary
     writes, as a time within the plugin's 30 s period of now."""
     for node in GPU_NODES:
         value = client.CoreV1Api(plugin["api"]).read_node(node).metadata.annotations[HANDSHAKE]

@@ -8,7 +8,7 @@ from ansible_collections.gpufleet.vgpu.plugins.module_utils._capacity import par
 from kubernetes import client
 
 from helpers import ROOT, failed_messages, run_playbook
-from labkit import GPU_NODES, allocatable, vgpu_pod_spec, wait_for
+from labkit import GPU_NODES, allocatable, children, vgpu_pod_spec, wait_for
 
 PLAYBOOK = ROOT / "playbooks" / "cluster.yml"
 INVENTORY = str(ROOT / "inventories" / "lab")
@@ -53,6 +53,36 @@ def test_split_change_is_registered(lab, tmp_path):
         rc, out, err = converge(lab)
         assert rc == 0, failed_messages(out)
     assert [allocatable(lab, n) for n in GPU_NODES] == ["10", "10"]
+
+
+def test_a_device_config_change_rolls_the_scheduler_once(lab):
+    """deviceshare loads volcano-vgpu-device-config once per process. A change (gpuMemoryFactor 3 -> 4) is written by
+    device_plugin, and the volcano role, which runs after it, rolls the scheduler: a new process, its pods labelled
+    with the ConfigMap's hash. The rerun rolls nothing."""
+    apps = client.AppsV1Api(lab["api"])
+
+    def scheduler():
+        labels = apps.read_namespaced_deployment("volcano-scheduler", "volcano-system").spec.template.metadata.labels
+        return labels.get("gpufleet.io/device-config"), children(lab)["vc-scheduler"]["pid"]
+
+    rc, out, err = converge(lab)
+    assert rc == 0, failed_messages(out)
+    before = scheduler()
+    factor_4 = json.dumps({"device_plugin_gpu_memory_factor": 4})
+    try:
+        rc, out, err = converge(lab, "-e", factor_4)
+        assert rc == 0, (failed_messages(out), err[-2000:])
+        after = scheduler()
+        assert after[0] not in (before[0], None, "missing") and after[1] != before[1], (before, after)
+        wait_for(lambda: allocatable(lab, "rig01", "volcano.sh/vgpu-memory") == str(5 * (24564 // 4)), 60,
+                 "rig01 registered in 4-MiB units")
+        rc, out, err = converge(lab, "-e", factor_4)
+        assert rc == 0 and changed(out) == 0, failed_messages(out)
+        assert scheduler() == after
+    finally:
+        rc, out, err = converge(lab)
+        assert rc == 0, failed_messages(out)
+    assert scheduler()[0] == before[0]
 
 
 def test_admission_namespace_gets_volcano(lab):

@@ -1,4 +1,5 @@
-"""Registration checks: what the device_plugin role's wait and vgpu_smoke's metrics check compare."""
+"""Registration checks: what the device_plugin role's wait, the volcano role's wait after a rollout and
+vgpu_smoke's metrics check compare."""
 
 import datetime
 
@@ -53,21 +54,18 @@ def scheduler_pod(started, phase="Running", deleting=False):
 
 def test_after_a_scheduler_restart_a_node_counts_only_once_it_re_registered():
     """Volcano builds a node's vGPU devices only at a node update after its first session: the plugin's next
-    handshake, at least 10 s after the running scheduler container started, is what the wait waits for."""
-    expected = {"rig01": {"host": "rig01", "gpus": 5, "split": 2, "volcano.sh/vgpu-number": 10,
-                          "volcano.sh/vgpu-memory": 40940, "volcano.sh/vgpu-cores": 500}}
-
-    def node(reported):
-        return [{"metadata": {"name": "rig01", "annotations": {"volcano.sh/node-vgpu-handshake": reported}},
-                 "status": {"allocatable": {"volcano.sh/vgpu-number": "10", "volcano.sh/vgpu-memory": "40940",
-                                            "volcano.sh/vgpu-cores": "500"}}}]
+    handshake, at least 10 s after the running scheduler container started, is what the volcano role waits for."""
+    def node(name, reported):
+        annotations = {"volcano.sh/node-vgpu-handshake": reported} if reported else {}
+        return {"metadata": {"name": name, "annotations": annotations}}
     pods = [scheduler_pod("2026-12-01T11:00:00Z", deleting=True), scheduler_pod("2026-12-01T11:05:00Z")]
     assert reg.scheduler_started(pods) == "2026-12-01T11:05:00Z"
-    early = reg.check_registration(node("Reported 2026-12-01 11:05:05.1 +0000 UTC"), expected, pods)
-    assert not early["ok"] and "has not re-registered since Volcano's scheduler started" in early["problems"][0]
-    assert reg.check_registration(node("Reported 2026-12-01 11:05:31.2 +0000 UTC"), expected, pods)["ok"]
-    assert reg.check_registration(node("Reported 2026-12-01 11:05:05.1 +0000 UTC"), expected)["ok"]   # no check
-    assert reg.check_registration(node("Reported 2026-12-01 11:05:05.1 +0000 UTC"), expected, [])["ok"]  # no pod
+    nodes = [node("rig01", "Reported 2026-12-01 11:05:05.1 +0000 UTC"),   # before the first session: unseen
+             node("rig02", "Reported 2026-12-01 11:05:31.2 +0000 UTC"),   # after it
+             node("master0", None)]                                       # no vGPU plugin: never waited for
+    assert reg.unseen_nodes(nodes, pods) == ["rig01"]
+    assert reg.unseen_nodes(nodes, []) == []            # no running scheduler: nothing to wait for yet
+    assert reg.unseen_nodes(nodes, [scheduler_pod("2026-12-01T11:05:00Z", phase="Pending")]) == []
 
 
 @pytest.mark.parametrize("reported, due", [

@@ -173,3 +173,32 @@ def test_config_hash_is_stable_and_sensitive():
     two = vc.scheduler_conf(ACTIONS, DEFAULT_TIERS, {"vgpu_enable": True, "schedule_policy": "spread"})
     assert vc.config_hash(one) == vc.config_hash(dict(one))
     assert vc.config_hash(one) != vc.config_hash(two)
+
+
+@pytest.mark.parametrize("deviceshare, want", [
+    ({"vgpu_enable": True}, {"namespace": "kube-system", "name": "volcano-vgpu-device-config"}),
+    # The arguments as Volcano's docs spell them, moved elsewhere.
+    ({"vgpu_enable": True, "known_geometries_cm_name": "gpu-config", "known_geometries_cm_namespace": "gpu"},
+     {"namespace": "gpu", "name": "gpu-config"}),
+    ({"vgpu_enable": False}, None),                     # no deviceshare in the conf: nothing read once
+])
+def test_device_configmap_is_the_one_deviceshare_loads(deviceshare, want):
+    settings = {"actions": ACTIONS, "tiers": DEFAULT_TIERS, "deviceshare": deviceshare}
+    assert vc.plan(settings)["device_configmap"] == want
+
+
+def test_scheduler_labels_follow_the_device_configmap_as_the_cluster_has_it():
+    """deviceshare loads the ConfigMap once: its content, whoever wrote it, is in the scheduler's pod labels, so a
+    change rolls the scheduler; a missing ConfigMap has a label of its own (created later, it rolls too)."""
+    planned = vc.plan({"actions": ACTIONS, "tiers": DEFAULT_TIERS, "deviceshare": {"vgpu_enable": True}})
+    data = {"device-config.yaml": "nvidia:\n  gpuMemoryFactor: 3\n"}
+    first = vc.scheduler_pod_labels(planned, [{"data": data}])
+    assert first["gpufleet.io/scheduler-config"] == planned["config_hash"]
+    assert first == vc.scheduler_pod_labels(planned, [{"data": dict(data)}])
+    changed = vc.scheduler_pod_labels(planned, [{"data": {"device-config.yaml": "nvidia:\n  gpuMemoryFactor: 2\n"}}])
+    assert changed["gpufleet.io/device-config"] != first["gpufleet.io/device-config"]
+    assert vc.scheduler_pod_labels(planned, [])["gpufleet.io/device-config"] == "missing"
+    # Label values: at most 63 characters of [A-Za-z0-9._-].
+    assert all(len(v) <= 63 and v.replace("-", "").isalnum() for v in first.values())
+    without = vc.plan({"actions": ACTIONS, "tiers": DEFAULT_TIERS, "deviceshare": {"vgpu_enable": False}})
+    assert vc.scheduler_pod_labels(without, [{"data": data}]) == {"gpufleet.io/scheduler-config": without["config_hash"]}
