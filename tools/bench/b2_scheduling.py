@@ -1,9 +1,10 @@
 """B2: scheduling quality of the real Volcano scheduler on the article's cluster, against an offline packing bound.
 
 For each split count, the cluster roles deploy the plugin (playbooks/cluster.yml on the lab); then each scheduler
-configuration is put into the scheduler's ConfigMap and the scheduler's Deployment is rolled (a fresh scheduler,
-as the volcano role rolls it in a cluster), and the same seeded trace is submitted at once: single vGPU pods and
-Volcano gang jobs.
+configuration is put into the scheduler's ConfigMap and the scheduler's Deployment is rolled (as the volcano role
+rolls it in a cluster); once the scheduler has seen every node's registration (what the volcano role waits for),
+each seeded trace is submitted at once, repeated, one run after another: single vGPU pods and Volcano gang jobs.
+Nothing else touches the scheduler or the plugin during a run.
 """
 
 import json
@@ -11,7 +12,7 @@ import threading
 import time
 
 import yaml
-from ansible_collections.gpufleet.vgpu.plugins.module_utils import _capacity
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _capacity, _vgpu_registration
 from kubernetes import client, watch
 
 import common
@@ -148,24 +149,35 @@ def registrations(core):
     return [(node.metadata.annotations or {}).get(_capacity.REGISTER) for node in core.list_node().items]
 
 
-def set_scheduler_conf(lab, core, text):
+def set_scheduler_conf(lab, core, text, timeout=120):
     """Put a configuration into the scheduler's ConfigMap, roll the scheduler's Deployment (every run starts on a
-    fresh scheduler and cache, as after the volcano role's rollout) and wait until the lab runs it."""
+    fresh scheduler and cache, as after the volcano role's rollout) and wait as the volcano role waits: until the lab
+    runs it and it has seen every GPU node's registration (the plugin's next one after its first session, within
+    its 30 s period). Returns the seconds that took."""
     name, key = "volcano-scheduler-configmap", "volcano-scheduler.conf"
     text = "%s\n# gpufleet bench %.0f\n" % (text.rstrip("\n"), time.time())
     before = _scheduler_pid(lab)
+    started = time.time()
     core.patch_namespaced_config_map(name, "volcano-system", {"data": {key: text}})
     client.AppsV1Api(core.api_client).patch_namespaced_deployment("volcano-scheduler", "volcano-system", {
         "spec": {"template": {"metadata": {"annotations": {"bench.gpufleet.io/run": "%.0f" % time.time()}}}}})
-    deadline = time.time() + 90
-    while time.time() < deadline:
+    while time.time() - started < timeout:
         conf = lab.dir / "scheduler" / key
         pid = _scheduler_pid(lab)
         if conf.exists() and conf.read_text() == text and pid and pid != before:
-            time.sleep(3)  # its first session: the cache synced
-            return
+            break
         time.sleep(1)
-    raise RuntimeError("vc-scheduler did not restart with the new configuration within 90 s")
+    else:
+        raise RuntimeError("vc-scheduler did not restart with the new configuration within %d s" % timeout)
+    serialize = core.api_client.sanitize_for_serialization
+    while time.time() - started < timeout:
+        pods = [serialize(p) for p in core.list_namespaced_pod("volcano-system",
+                                                               label_selector="app=volcano-scheduler").items]
+        nodes = [serialize(n) for n in core.list_node().items]
+        if _vgpu_registration.scheduler_started(pods) and not _vgpu_registration.unseen_nodes(nodes, pods):
+            return time.time() - started
+        time.sleep(1)
+    raise RuntimeError("the GPU nodes did not re-register after the scheduler's start within %d s" % timeout)
 
 
 def _scheduler_pid(lab):
@@ -175,13 +187,13 @@ def _scheduler_pid(lab):
         return None
 
 
-def run(out_dir, splits=(2, 4), seeds=(0,)):
+def run(out_dir, splits=(2, 4), seeds=(0, 1, 2, 3, 4), repeats=2):
     lab = common.Lab("b2").up()
     try:
         api = lab.api()
         core = client.CoreV1Api(api)
         chart = common.pathlib.Path(lab.info["volcano_chart"])
-        results = []
+        results, bounds = [], []
         for split in splits:
             seconds, rc, recap = lab.playbook("cluster.yml", common.ROOT / "inventories" / "lab",
                                               extra={"device_plugin_vgpu": {"split": split}})
@@ -195,43 +207,59 @@ def run(out_dir, splits=(2, 4), seeds=(0,)):
             memory_mib = sum(g["memory"] for g in gpus.values()) * factor
             deployed = core.read_namespaced_config_map("volcano-scheduler-configmap", "volcano-system").data[
                 "volcano-scheduler.conf"]
+            configs = (("gpufleet-default", deployed), ("article", ARTICLE_CONF),
+                       ("chart-default+deviceshare", chart_default_conf(chart)))
+            traces = {}
             for seed in seeds:
                 jobs = tr.make_trace(SEED + split + 1000 * seed, slots, memory_mib)
                 for job in jobs:
                     job["units"] = [tr.units(mib, factor) for mib in job["pods"]]
                 started = time.time()
                 bound = packing.packing_bound(list(gpus.values()), [job["units"] for job in jobs])
-                bound["seconds"] = round(time.time() - started, 1)
+                bound.update(split=split, seed=seed, seconds=round(time.time() - started, 1))
+                bounds.append(bound)
+                traces[seed] = (jobs, bound)
                 common.log("packing bound split %d seed %d: %s" % (split, seed, bound))
-                configs = (("gpufleet-default", deployed), ("article", ARTICLE_CONF),
-                           ("chart-default+deviceshare", chart_default_conf(chart)))
-                for name, text in configs:
-                    set_scheduler_conf(lab, core, text)
-                    bench = Run(api, "bench-b2-%s-s%d-%d" % (name.split("+", maxsplit=1)[0], split, seed), jobs)
-                    watcher = threading.Thread(target=bench.watch_bindings, daemon=True)
-                    watcher.start()
-                    bench.submit()
-                    settle = bench.settle()
-                    figures = bench.measure(registers)
-                    bench.cleanup()
-                    row = dict(figures, config=name, split=split, seed=seed, memory_factor=factor,
-                               seconds=round(settle, 1),
-                               bound_units=bound["bound"], bound_optimal=bound["optimal"],
-                               fraction_of_bound=round(figures["placed_units"] / float(bound["bound"]), 4)
-                               if bound["bound"] else None,
-                               pods=sum(len(j["units"]) for j in jobs), jobs=len(jobs),
-                               gangs=sum(1 for j in jobs if len(j["units"]) > 1), slots=slots)
-                    common.log("B2 split %d seed %d %s: %.1f%% of the bound, %d partial gangs, %d pending that fit, "
-                               "p99 %s s" % (split, seed, name, 100 * (row["fraction_of_bound"] or 0),
-                                             len(row["partial_gangs"]),
-                                             len(row["pending_fit_now"]), row["latency_p99_s"]))
-                    results.append(row)
+            # One rollout per configuration, as the volcano role rolls the scheduler on a change of it; the traces
+            # then run one after another on that scheduler, each in a namespace of its own, removed before the next.
+            for name, text in configs:
+                ready_s = set_scheduler_conf(lab, core, text)
+                for seed in seeds:
+                    jobs, bound = traces[seed]
+                    for repeat in range(repeats):
+                        results.append(_one_run(api, core, registers, jobs, bound, name, dict(
+                            split=split, seed=seed, repeat=repeat, memory_factor=factor, slots=slots,
+                            scheduler_ready_s=round(ready_s, 1))))
             # Back to what the role deployed, for the next split.
             set_scheduler_conf(lab, core, deployed)
-        configs = {"article": ARTICLE_CONF, "chart-default+deviceshare": chart_default_conf(chart)}
-        return common.write_result(out_dir, "b2-scheduling", {"seed": SEED, "runs": results, "configs": configs})
+        return common.write_result(out_dir, "b2-scheduling", {
+            "seed": SEED, "seeds": list(seeds), "repeats": repeats, "runs": results, "bounds": bounds,
+            "solver": packing.SETTINGS, "settle_s": SETTLE_S, "run_cap_s": RUN_CAP_S, "lab": lab.settings(),
+            "configs": {"article": ARTICLE_CONF, "chart-default+deviceshare": chart_default_conf(chart)}})
     finally:
         lab.down()
+
+
+def _one_run(api, core, registers, jobs, bound, name, where):
+    """One trace under one configuration: its row of figures."""
+    bench = Run(api, "bench-b2-%s-s%d-%d-%d" % (name.split("+", maxsplit=1)[0], where["split"], where["seed"],
+                                                where["repeat"]), jobs)
+    watcher = threading.Thread(target=bench.watch_bindings, daemon=True)
+    watcher.start()
+    bench.submit()
+    settle = bench.settle()
+    figures = bench.measure(registers)
+    bench.cleanup()
+    row = dict(figures, config=name, seconds=round(settle, 1),
+               bound_units=bound["bound"], bound_optimal=bound["optimal"], bound_gap=bound["gap"],
+               fraction_of_bound=round(figures["placed_units"] / float(bound["bound"]), 4) if bound["bound"] else None,
+               pods=sum(len(j["units"]) for j in jobs), jobs=len(jobs),
+               gangs=sum(1 for j in jobs if len(j["units"]) > 1), **where)
+    common.log("B2 split %d seed %d repeat %d %s: %.1f%% of the optimum, %d partial gangs, %d pending that fit, "
+               "p99 %s s" % (where["split"], where["seed"], where["repeat"], name,
+                             100 * (row["fraction_of_bound"] or 0), len(row["partial_gangs"]),
+                             len(row["pending_fit_now"]), row["latency_p99_s"]))
+    return row
 
 
 def _memory_factor(core):

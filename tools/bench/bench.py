@@ -1,13 +1,15 @@
 """gpufleet benchmarks (`make bench`): B1 host layers, B2 scheduling quality, B3 a 1000-node simulated fleet.
 
-    python tools/bench/bench.py [--only b1,b2,b3] [--out bench-results] [--b1-sizes 1,4,8] [--b3-sizes 10,100,1000]
-    python tools/bench/bench.py report [--out bench-results]     # docs/benchmarks.md from the raw JSON
+    python tools/bench/bench.py [--only b1,b2,b3] [--out docs/benchmarks] [--b1-sizes 1,4,8] [--b3-sizes ...]
+    python tools/bench/bench.py report [--out DIR] [--doc PATH]     # the page from existing JSON
 
-Each benchmark writes its raw figures to <out>/<name>.json; `report` renders the tables (ratios first: absolute
-times vary between machines).
+Each benchmark writes its raw figures to <out>/<name>.json (by default docs/benchmarks/, the JSON the page names),
+the run itself <out>/run.json (options, durations); then docs/benchmarks.md is rendered from them, every figure of
+it (tools/bench/report.py).
 """
 
 import argparse
+import json
 import pathlib
 import sys
 import time
@@ -26,17 +28,21 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("cmd", nargs="?", default="run", choices=("run", "report"))
     parser.add_argument("--only", default="b1,b2,b3")
-    parser.add_argument("--out", default=str(common.ROOT / "bench-results"))
+    parser.add_argument("--out", default=str(common.ROOT / "docs" / "benchmarks"))
     parser.add_argument("--b1-sizes", type=sizes, default=(1, 4, 8))
+    parser.add_argument("--b1-repeats", type=int, default=3, help="fresh-host runs of each size (medians reported)")
     parser.add_argument("--b2-splits", type=sizes, default=(2, 4))
-    parser.add_argument("--b2-seeds", type=sizes, default=(0,), help="trace seeds per split (repeats)")
+    parser.add_argument("--b2-seeds", type=sizes, default=(0, 1, 2, 3, 4), help="trace seeds per split")
+    parser.add_argument("--b2-repeats", type=int, default=2, help="runs of each trace under each configuration")
     parser.add_argument("--b3-sizes", type=sizes, default=(10, 100, 1000))
     parser.add_argument("--doc", default=str(common.ROOT / "docs" / "benchmarks.md"))
+    parser.add_argument("--start-file", help="JSON of `make bench`'s start (its time, the caches it found)")
     args = parser.parse_args(argv)
     out = pathlib.Path(args.out)
     failed = []
     if args.cmd == "run":
         started = time.time()
+        make = json.loads(pathlib.Path(args.start_file).read_text()) if args.start_file else None
         wanted = args.only.split(",")
         timings = {}
         for name in ("b1", "b2", "b3"):
@@ -46,10 +52,10 @@ def main(argv=None):
             try:
                 if name == "b1":
                     import b1_hosts  # pylint: disable=import-outside-toplevel
-                    b1_hosts.run(out, args.b1_sizes)
+                    b1_hosts.run(out, args.b1_sizes, args.b1_repeats)
                 elif name == "b2":
                     import b2_scheduling  # pylint: disable=import-outside-toplevel
-                    b2_scheduling.run(out, args.b2_splits, args.b2_seeds)
+                    b2_scheduling.run(out, args.b2_splits, args.b2_seeds, args.b2_repeats)
                 else:
                     import b3_scale  # pylint: disable=import-outside-toplevel
                     b3_scale.run(out, args.b3_sizes)
@@ -60,7 +66,16 @@ def main(argv=None):
             common.log("%s done in %d s" % (name, timings[name]))
         common.log("all done in %.0f s: %s%s" % (time.time() - started, timings,
                                                  "; FAILED: %s" % ", ".join(failed) if failed else ""))
-    report.render(out, pathlib.Path(args.doc), template=common.ROOT / "docs" / "benchmarks.md.in")
+        run = {"argv": [a for a in (argv if argv is not None else sys.argv[1:]) if not a.startswith("--start-file")
+                        and a != args.start_file], "seconds": timings, "total_s": round(time.time() - started),
+               "failed": failed}
+        if make:
+            # make bench as a whole: the installs and builds before the benchmarks, from the caches it found.
+            run["make"] = dict(make, total_s=round(time.time() - make["started"]),
+                               before_benchmarks_s=round(started - make["started"]))
+        common.write_result(out, "run", run)
+    report.render(out, pathlib.Path(args.doc), template=common.ROOT / "docs" / "benchmarks.md.in",
+                  current=common.versions())
     common.log("report: %s" % args.doc)
     return 1 if args.cmd == "run" and failed else 0
 

@@ -5,6 +5,7 @@ import json
 import os
 import pathlib
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -33,9 +34,44 @@ def machine():
                                      text=True, check=False).stdout.strip()}
 
 
+# The pinned Go modules the lab builds (tools/lab/<folder>/go.mod): what the figures were measured on.
+LAB_MODULES = {"kubernetes": ("kubernetes", "k8s.io/kubernetes"), "volcano": ("volcano", "volcano.sh/volcano"),
+               "vgpu_plugin": ("hami", "volcano.sh/k8s-device-plugin"), "kwok": ("kwok", "sigs.k8s.io/kwok"),
+               "etcd": ("etcd", "go.etcd.io/etcd/server/v3"), "helm": ("helm", "helm.sh/helm/v3")}
+# What the roles deploy by default (the lab must run exactly these: tests/lab checks it; recorded beside them).
+ROLE_DEFAULTS = {"volcano_image_tag": "volcano", "volcano_chart_version": "volcano",
+                 "device_plugin_version": "device_plugin"}
+# Written by the benchmarks themselves: a change there does not make the measured code dirty.
+OUTPUTS = ("docs/benchmarks/", "docs/benchmarks.md", "bench-results/")
+
+
+def versions():
+    """{component: version} of the lab's pinned modules, and the roles' default versions."""
+    found = {}
+    for name, (folder, module) in LAB_MODULES.items():
+        text = (ROOT / "tools" / "lab" / folder / "go.mod").read_text()
+        match = re.search(r"^\s*(?:require\s+)?%s (v\S+)" % re.escape(module), text, re.M)
+        found[name] = match.group(1) if match else None
+    import yaml  # pylint: disable=import-outside-toplevel
+    for variable, role in ROLE_DEFAULTS.items():
+        defaults = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text())
+        found[variable] = str(defaults[variable])
+    return found
+
+
+def source():
+    """The commit measured and whether the working tree differed from it (the benchmarks' own outputs aside)."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(ROOT)] + list(args), capture_output=True, text=True,
+                              check=False).stdout
+    changed = sorted({line[3:].split(" -> ")[-1] for line in git("status", "--porcelain").splitlines()
+                      if line[3:] and not line[3:].startswith(OUTPUTS)})
+    return {"commit": git("rev-parse", "HEAD").strip(), "dirty": bool(changed), "changed_paths": changed[:50]}
+
+
 def write_result(out_dir, name, data):
     out_dir.mkdir(parents=True, exist_ok=True)
-    data = dict(data, machine=machine())
+    data = dict(data, machine=machine(), versions=versions(), source=source())
     (out_dir / ("%s.json" % name)).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     log("raw figures: %s" % (out_dir / ("%s.json" % name)))
     return data
@@ -54,11 +90,20 @@ class Lab:
         argv = LAB_PY + ["up"] + (["--nodes", str(self.nodes_file)] if self.nodes_file else [])
         # No Prometheus: its scrapes would take CPU from what the benchmarks measure.
         argv += ([] if self.hosts else ["--no-hosts"]) + ["--no-prometheus"]
+        self.argv = argv[len(LAB_PY):]
         started = time.time()
         subprocess.run(argv, env=self.env, check=True)
         self.up_seconds = time.time() - started
         self.info = json.loads((self.dir / "lab.json").read_text())
         return self
+
+    def settings(self):
+        """What this lab ran, for the JSON: how it was started, and Volcano's scheduler as its Deployment gives it
+        (the lab runs Volcano's processes with their Deployments' arguments and adds nothing: tools/lab/README.md)."""
+        from kubernetes import client  # pylint: disable=import-outside-toplevel
+        container = client.AppsV1Api(self.api()).read_namespaced_deployment(
+            "volcano-scheduler", "volcano-system").spec.template.spec.containers[0]
+        return {"lab_up": self.argv, "scheduler_image": container.image, "scheduler_args": list(container.args or [])}
 
     def down(self):
         subprocess.run(LAB_PY + ["down"], env=self.env, check=False, capture_output=True)
@@ -92,6 +137,24 @@ class Lab:
         result = subprocess.run(argv, env=env, cwd=str(ROOT), capture_output=True, text=True, check=False)
         seconds = time.time() - started
         return seconds, result.returncode, recap(result.stdout, result.stderr)
+
+
+def task_profile(stdout, top=15):
+    """The slowest tasks of a run, from the json callback's per-task start and end: [{task, seconds}], each task's
+    wall time (all its hosts), slowest first. What ansible.posix.profile_tasks prints, kept in the JSON."""
+    try:
+        data = json.loads(stdout[stdout.index("{"):])
+    except ValueError:
+        return []
+    rows = []
+    for play in data.get("plays", []):
+        for task in play.get("tasks", []):
+            duration = task["task"].get("duration") or {}
+            if duration.get("start") and duration.get("end"):
+                start, end = (datetime.datetime.fromisoformat(duration[k].replace("Z", "+00:00"))
+                              for k in ("start", "end"))
+                rows.append({"task": task["task"]["name"], "seconds": round((end - start).total_seconds(), 2)})
+    return sorted(rows, key=lambda r: -r["seconds"])[:top]
 
 
 def recap(stdout, stderr=""):

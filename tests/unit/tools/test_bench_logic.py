@@ -18,9 +18,34 @@ TWO = [{"memory": 10, "slots": 2}, {"memory": 10, "slots": 2}]
     ([], [[1]], 0),
 ])
 def test_packing_bound(gpus, jobs, bound):
-    result = packing.packing_bound(gpus, jobs, time_limit=10)
-    assert result["optimal"]
+    result = packing.packing_bound(gpus, jobs)
+    assert result["optimal"] and result["gap"] == 0
     assert result["bound"] == result["best"] == bound
+
+
+# The article's cluster at split 2 as B2 registers it (gpuMemoryFactor 3): 5 x 4090, 5 x 4070 Super.
+ARTICLE_SPLIT_2 = [{"memory": 24564 // 3, "slots": 2}] * 5 + [{"memory": 16376 // 3, "slots": 2}] * 5
+
+
+def test_packing_bound_of_a_b2_trace_is_proven_and_reproducible():
+    """B2's first trace at split 2: the optimum is proven, and a second solve gives the same figures to the last
+    work unit (one worker, a deterministic limit: nothing depends on the machine's speed or load)."""
+    jobs = [[tr.units(mib, 3) for mib in job["pods"]] for job in tr.make_trace(20261129 + 2, 20, 5 * 24564 + 5 * 16376)]
+    first = packing.packing_bound(ARTICLE_SPLIT_2, jobs)
+    assert first["status"] == "OPTIMAL" and first["bound"] == first["best"] == 43696
+    assert packing.packing_bound(ARTICLE_SPLIT_2, jobs) == first
+
+
+def test_a_limit_too_small_reports_the_gap_not_a_flattering_bound():
+    """B2's third trace at split 4 stopped at 0.05 work units: a placement and a proven bound above it (the optimum
+    is 61459), with the gap between them; the same figures on every machine."""
+    jobs = [[tr.units(mib, 3) for mib in job["pods"]] for job in tr.make_trace(20261129 + 4 + 2000, 40,
+                                                                                5 * 24564 + 5 * 16376)]
+    cut = packing.packing_bound([dict(g, slots=4) for g in ARTICLE_SPLIT_2], jobs, max_deterministic_time=0.05)
+    assert cut["status"] == "FEASIBLE" and not cut["optimal"]
+    assert cut["best"] <= 61459 < cut["bound"]
+    assert cut["gap"] == round((cut["bound"] - cut["best"]) / float(cut["bound"]), 6) > 0
+    assert packing.packing_bound([dict(g, slots=4) for g in ARTICLE_SPLIT_2], jobs, max_deterministic_time=0.05) == cut
 
 
 def test_trace_is_seeded_and_overloads_the_capacity():

@@ -1,0 +1,129 @@
+"""The benchmark page's sentences come from the JSON (tools/bench/report.py): goals met or not, claims only where
+every seed agrees, a caveat for JSON that is not one clean run of the versions deployed now."""
+
+import pathlib
+
+import pytest
+
+import report  # tools/bench, through the virtualenv's paths (make bootstrap)
+
+MACHINE = {"date": "2026-12-03 10:00 UTC", "cpus": 2, "cpu_model": "x", "memory_gib": 24.0, "commit": "abc1234"}
+VERSIONS = {"kubernetes": "v1.35.3", "volcano": "v1.15.1", "vgpu_plugin": "v1.12.0", "kwok": "v0.8.0",
+            "volcano_image_tag": "v1.15.1", "device_plugin_version": "v1.12.0"}
+SOURCE = {"commit": "abc1234" + "0" * 33, "dirty": False, "changed_paths": []}
+
+
+def b2_row(split, seed, config, fraction, repeat=0, partial=0):
+    return {"split": split, "seed": seed, "repeat": repeat, "config": config, "fraction_of_bound": fraction,
+            "partial_gangs": ["j"] * partial, "pending_fit_now": [], "pending_fragmented": [], "jobs": 10, "gangs": 2,
+            "pods": 20, "pods_bound": 18, "vgpus_used": 0.9, "memory_used": 0.9, "latency_p50_s": 1,
+            "latency_p99_s": 2, "bound_units": 100, "bound_optimal": True, "bound_gap": 0.0}
+
+
+def b2_data(rows):
+    return {"runs": rows, "machine": MACHINE, "versions": VERSIONS, "source": SOURCE, "bounds": [],
+            "solver": {"solver": "CP-SAT", "workers": 1, "random_seed": 1, "max_deterministic_time": 600.0,
+                       "symmetry_breaking": "s"}}
+
+
+@pytest.mark.parametrize("rows, verdict", [
+    # Every seed above 97 %, no partial gang.
+    ([b2_row(4, s, "gpufleet-default", 0.98) for s in range(5)], "met"),
+    # The mean is what counts: one seed below, the mean above.
+    ([b2_row(4, s, "gpufleet-default", f) for s, f in enumerate((0.99, 0.99, 0.99, 0.99, 0.95))], "met"),
+    ([b2_row(4, s, "gpufleet-default", 0.96) for s in range(5)], "not met"),
+    # A split gang fails the goal whatever the placement.
+    ([b2_row(4, 0, "gpufleet-default", 0.99, partial=1)], "not met"),
+    # Both splits must meet it.
+    ([b2_row(4, 0, "gpufleet-default", 0.99), b2_row(2, 0, "gpufleet-default", 0.80)], "not met"),
+])
+def test_b2_goal_is_read_from_the_runs(rows, verdict):
+    goal = report.b2(b2_data(rows))["b2_goal"]
+    assert goal.startswith("**Goal") and goal.split("0 partial gangs: ")[1].startswith(verdict + "**"), goal
+
+
+@pytest.mark.parametrize("ours, theirs, claim", [
+    ((0.98, 0.97, 0.99), (0.90, 0.91, 0.92), "more on 3 seeds, as much on 0, less on 0 - better on every seed"),
+    ((0.98, 0.90, 0.99), (0.90, 0.91, 0.92), "more on 2 seeds, as much on 0, less on 1 - no claim: the seeds disagree"),
+    ((0.90, 0.90), (0.90, 0.90), "equal on every seed"),
+    ((0.80, 0.80), (0.90, 0.90), "worse on every seed"),
+])
+def test_a_claim_stands_only_where_every_seed_agrees(ours, theirs, claim):
+    rows = [b2_row(4, s, "gpufleet-default", f) for s, f in enumerate(ours)]
+    rows += [b2_row(4, s, "article", f) for s, f in enumerate(theirs)]
+    assert claim in report.b2(b2_data(rows))["b2_claims"]
+
+
+def test_repeats_of_a_seed_are_averaged_before_the_seeds_are_compared():
+    rows = [b2_row(4, 0, "gpufleet-default", f, repeat=r) for r, f in enumerate((0.99, 0.89))]   # mean 0.94
+    rows += [b2_row(4, 0, "article", f, repeat=r) for r, f in enumerate((0.93, 0.93))]
+    assert "more on 1 seed," in report.b2(b2_data(rows))["b2_claims"]
+    assert "| 4 | gpufleet-default | 2 | 94.0% | 5.0 pt | 89.0% | 99.0% |" in report.b2(b2_data(rows))["b2"]
+
+
+def b3_data(bound, vgpu_rate, plain_rate):
+    row = {"nodes": 1000, "vgpus": 16000, "converge_s": 1, "rerun_s": 1, "rerun_changed": 0, "registered_s": 1,
+           "peak_rss_mib": 1, "throughput": {"pods": 10000, "bound": bound, "bind_seconds": 100,
+                                             "pods_per_s": vgpu_rate},
+           "plain": {"pods": 10000, "bound": 10000, "bind_seconds": 50, "pods_per_s": plain_rate},
+           "vgpu_to_plain": round(vgpu_rate / plain_rate, 3)}
+    return {"runs": [row], "machine": MACHINE}
+
+
+@pytest.mark.parametrize("bound, vgpu, plain, verdict", [
+    (10000, 60.0, 100.0, "met"),
+    (10000, 40.0, 100.0, "not met"),          # all bound, too slow
+    (9999, 99.0, 100.0, "not met"),           # fast, one left
+])
+def test_b3_goal(bound, vgpu, plain, verdict):
+    goal = report.b3(b3_data(bound, vgpu, plain))["b3_goal"]
+    assert ("plain-pod bind rate: %s**" % verdict) in goal, goal
+
+
+def b1_row(hosts, repeat, rerun, facts):
+    rerun_figures = {"seconds": rerun, "ratio_to_facts": round(rerun / facts, 2), "changed": 0,
+                     "containerd_restarts": 0, "config_rewrites": 0, "profile": [{"task": "t", "seconds": 1.0}]}
+    return {"hosts": hosts, "repeat": repeat, "facts_s": facts, "one_task_s": 1, "first_s": 10,
+            "rerun_fast": rerun_figures, "rerun_every_task": dict(rerun_figures, seconds=rerun * 5),
+            "manual": {"first_s": 1, "rerun_s": 1, "containerd_restarts": 1, "config_rewrites": 2}}
+
+
+def test_b1_reports_the_median_and_spread_of_the_repeats():
+    data = {"runs": [b1_row(1, r, rerun, 2.0) for r, rerun in enumerate((6.0, 4.0, 5.0))], "repeats": 3,
+            "machine": MACHINE, "facts_after_first_run": True}
+    values = report.b1(data)
+    assert "| 1 | 3 | 2.0 | 1.0 | 10.0 | 5.0 (4.0-6.0) | 2.50 (2.00-3.00) |" in values["b1"]
+    assert values["b1_goal"].startswith("**Goal rerun / facts <= 2: not met** (median per size: 2.50 at 1 host)")
+    assert "median rerun on 1 host (5.0 s" in values["b1_profile"]
+    assert values["b1_repeats"] == "3 times" and "after the first run" in values["b1_facts"]
+
+
+@pytest.mark.parametrize("change, caveat", [
+    ({}, ""),
+    ({"versions": None}, "B3 predates the recorded provenance"),
+    ({"source": dict(SOURCE, dirty=True, changed_paths=["roles/x.yml"])}, "ran with uncommitted changes"),
+    ({"source": dict(SOURCE, commit="def5678" + "0" * 33)}, "different commits (abc1234, def5678)"),
+    ({"versions": dict(VERSIONS, volcano="v1.15.0")}, "other component versions than the roles deploy now"),
+])
+def test_caveat_names_what_makes_the_json_not_one_clean_run(change, caveat):
+    data = {"run": None}
+    for name in ("b1-hosts", "b2-scheduling", "b3-scale"):
+        data[name] = {"machine": MACHINE, "versions": VERSIONS, "source": SOURCE}
+    data["b3-scale"] = dict(data["b3-scale"], **change)
+    text = report.caveats(data, current=VERSIONS)
+    assert (caveat in text) if caveat else text == ""
+
+
+def test_the_template_names_only_what_the_report_fills(tmp_path):
+    template = tmp_path / "page.md.in"
+    template.write_text("{{b2_goal}} {{no_such_figure}}")
+    with pytest.raises(KeyError, match="no_such_figure"):
+        report.render(tmp_path, tmp_path / "page.md", template)
+
+
+def test_the_shipped_template_renders_from_no_json(tmp_path):
+    report.render(tmp_path, tmp_path / "page.md", pathlib.Path(report.__file__).resolve().parents[2]
+                  / "docs" / "benchmarks.md.in")
+    text = (tmp_path / "page.md").read_text()
+    assert "{{" not in text and "B2 was not run." in text
+
