@@ -6,7 +6,6 @@ and the reasons, in words without figures, and names what is filled in as {{plac
 """
 
 import json
-import pathlib
 import re
 import statistics
 
@@ -51,8 +50,8 @@ def provenance(name, data):
     if not data:
         return "%s: not run." % name
     machine = data["machine"]
-    line = "%s: %s, %s CPUs (%s), %.0f GiB" % (name, machine["date"], machine["cpus"], machine["cpu_model"],
-                                              machine["memory_gib"])
+    line = "%s: %s, %s CPUs (%s), %.0f GiB" % (
+        name, machine["date"], machine["cpus"], machine["cpu_model"], machine["memory_gib"])
     source = data.get("source")
     if source:
         line += ", commit %s%s" % (source["commit"][:12], " with uncommitted changes to %s" % ", ".join(
@@ -302,8 +301,8 @@ def caveats(data, current=None):
     old = sorted(name for name, d in runs.items() if not d.get("versions"))
     if old:
         problems.append("%s predate%s the recorded provenance: measured on the lab of %s date, not necessarily on "
-                        "the versions and lab this page describes" % (" and ".join(old), "s" * (len(old) == 1),
-                                                                     "its" if len(old) == 1 else "their"))
+                        "the versions and lab this page describes"
+                        % (" and ".join(old), "s" * (len(old) == 1), "its" if len(old) == 1 else "their"))
     if current:
         moved = sorted(name for name, d in runs.items() if d.get("versions") and any(
             d["versions"].get(k) != v for k, v in current.items()))

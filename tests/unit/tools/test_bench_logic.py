@@ -39,8 +39,8 @@ def test_packing_bound_of_a_b2_trace_is_proven_and_reproducible():
 def test_a_limit_too_small_reports_the_gap_not_a_flattering_bound():
     """B2's third trace at split 4 stopped at 0.05 work units: a placement and a proven bound above it (the optimum
     is 61459), with the gap between them; the same figures on every machine."""
-    jobs = [[tr.units(mib, 3) for mib in job["pods"]] for job in tr.make_trace(20261129 + 4 + 2000, 40,
-                                                                                5 * 24564 + 5 * 16376)]
+    trace = tr.make_trace(20261129 + 4 + 2000, 40, 5 * 24564 + 5 * 16376)
+    jobs = [[tr.units(mib, 3) for mib in job["pods"]] for job in trace]
     cut = packing.packing_bound([dict(g, slots=4) for g in ARTICLE_SPLIT_2], jobs, max_deterministic_time=0.05)
     assert cut["status"] == "FEASIBLE" and not cut["optimal"]
     assert cut["best"] <= 61459 < cut["bound"]

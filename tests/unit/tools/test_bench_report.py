@@ -126,4 +126,3 @@ def test_the_shipped_template_renders_from_no_json(tmp_path):
                   / "docs" / "benchmarks.md.in")
     text = (tmp_path / "page.md").read_text()
     assert "{{" not in text and "B2 was not run." in text
-
