@@ -233,9 +233,11 @@ VGPU_ABSENT = {"split": FLAG_DEFAULTS["split"], "core_scaling": 1, "mode": "hami
 
 def vgpu_problems(vgpu):
     """Messages for one device_plugin_vgpu dict (empty when valid), each naming the key and the allowed values.
-    Keys left out are not checked: they come from the fleet's dict, or VGPU_ABSENT."""
+    Keys left out, or null (YAML's `filter_uuid:` with nothing after it), are not checked: they come from the
+    fleet's dict, or VGPU_ABSENT."""
     if not isinstance(vgpu, dict):
         return ["must be a dict with the keys %s, got %r" % (", ".join(VGPU_KEYS), vgpu)]
+    vgpu = {key: value for key, value in vgpu.items() if value is not None}
     problems = []
     unknown = sorted(set(vgpu) - set(VGPU_KEYS))
     if unknown:
@@ -263,8 +265,8 @@ def vgpu_settings(fleet, own):
     """One node's settings: its host's device_plugin_vgpu (``own``, None when unset) over the fleet's, key by key,
     over VGPU_ABSENT - a card group sets {split: 3} and keeps the fleet's other keys."""
     merged = dict(VGPU_ABSENT)
-    merged.update(fleet or {})
-    merged.update(own or {})
+    for given in (fleet or {}, own or {}):
+        merged.update({key: value for key, value in given.items() if value is not None})
     return {key: merged[key] for key in VGPU_KEYS}
 
 

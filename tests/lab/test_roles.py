@@ -5,6 +5,7 @@ import json
 import time
 
 from ansible_collections.gpufleet.vgpu.plugins.module_utils._capacity import parse_pod_devices
+from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _volcano_config
 from kubernetes import client
 
 from helpers import ROOT, failed_messages, run_playbook
@@ -44,45 +45,36 @@ def rig02_split_3(tmp_path):
     return ["-i", str(extra)]
 
 
-def test_split_change_is_registered(lab, tmp_path):
-    try:
-        rc, out, err = converge(lab, *rig02_split_3(tmp_path))
-        assert rc == 0, (failed_messages(out), err[-2000:])
-        assert (allocatable(lab, "rig01"), allocatable(lab, "rig02")) == ("10", "15")
-    finally:
-        rc, out, err = converge(lab)
-        assert rc == 0, failed_messages(out)
-    assert [allocatable(lab, n) for n in GPU_NODES] == ["10", "10"]
-
-
-def test_a_device_config_change_rolls_the_scheduler_once(lab):
-    """deviceshare loads volcano-vgpu-device-config once per process. A change (gpuMemoryFactor 3 -> 4) is written by
-    device_plugin, and the volcano role, which runs after it, rolls the scheduler: a new process, its pods labelled
-    with the ConfigMap's hash. The rerun rolls nothing."""
-    apps = client.AppsV1Api(lab["api"])
+def test_split_and_device_config_changes_take_effect(lab, tmp_path):
+    """rig02's own split (host vars) and a fleet-wide gpuMemoryFactor 3 -> 4, in one run. The split is the node
+    ConfigMap's; the factor is the device ConfigMap's, which deviceshare loads once per process: device_plugin writes
+    it, then the volcano role rolls the scheduler - a new process, its pods labelled with the hash of the ConfigMap as
+    the cluster has it. Back to the defaults, the label follows again. (That a converged rerun rolls nothing is
+    test_converge_then_nothing_to_change's check-mode run.)"""
+    apps, core = client.AppsV1Api(lab["api"]), client.CoreV1Api(lab["api"])
 
     def scheduler():
         labels = apps.read_namespaced_deployment("volcano-scheduler", "volcano-system").spec.template.metadata.labels
         return labels.get("gpufleet.io/device-config"), children(lab)["vc-scheduler"]["pid"]
 
-    rc, out, err = converge(lab)
-    assert rc == 0, failed_messages(out)
+    def live_hash():
+        return _volcano_config.config_hash(core.read_namespaced_config_map("volcano-vgpu-device-config",
+                                                                           "kube-system").data)
+
     before = scheduler()
-    factor_4 = json.dumps({"device_plugin_gpu_memory_factor": 4})
     try:
-        rc, out, err = converge(lab, "-e", factor_4)
+        rc, out, err = converge(lab, "-e", json.dumps({"device_plugin_gpu_memory_factor": 4}),
+                                *rig02_split_3(tmp_path))
         assert rc == 0, (failed_messages(out), err[-2000:])
+        assert (allocatable(lab, "rig01"), allocatable(lab, "rig02")) == ("10", "15")
+        assert allocatable(lab, "rig01", "volcano.sh/vgpu-memory") == str(5 * (24564 // 4))
         after = scheduler()
-        assert after[0] not in (before[0], None, "missing") and after[1] != before[1], (before, after)
-        wait_for(lambda: allocatable(lab, "rig01", "volcano.sh/vgpu-memory") == str(5 * (24564 // 4)), 60,
-                 "rig01 registered in 4-MiB units")
-        rc, out, err = converge(lab, "-e", factor_4)
-        assert rc == 0 and changed(out) == 0, failed_messages(out)
-        assert scheduler() == after
+        assert after[0] == live_hash() and after[0] != before[0] and after[1] != before[1], (before, after)
     finally:
         rc, out, err = converge(lab)
         assert rc == 0, failed_messages(out)
-    assert scheduler()[0] == before[0]
+    assert [allocatable(lab, n) for n in GPU_NODES] == ["10", "10"]
+    assert scheduler()[0] == live_hash() != after[0]
 
 
 def test_admission_namespace_gets_volcano(lab):

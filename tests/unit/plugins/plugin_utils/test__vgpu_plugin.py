@@ -203,8 +203,12 @@ def test_a_hosts_vgpu_dict_is_checked_key_by_key(vgpu, message):
                                  "filter_index": []}),
     ({"split": 4}, {"filter_index": [1]},
      {"split": 4, "core_scaling": 1, "mode": "hami-core", "filter_uuid": [], "filter_index": [1]}),
+    # YAML's `filter_uuid:` with nothing after it is null: not set, the fleet's value stays.
+    ({"split": 2, "filter_uuid": ["GPU-a"]}, {"split": 3, "filter_uuid": None},
+     {"split": 3, "core_scaling": 1, "mode": "hami-core", "filter_uuid": ["GPU-a"], "filter_index": []}),
 ])
 def test_vgpu_settings_merge_key_by_key(fleet, own, want):
+    assert vp.vgpu_problems(own or {}) == []
     assert vp.vgpu_settings(fleet, own) == want
 
 
