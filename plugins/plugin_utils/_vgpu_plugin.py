@@ -225,8 +225,9 @@ def node_config(nodes):
 
 # The keys of device_plugin_vgpu, in the vocabulary of the node ConfigMap's entries.
 VGPU_KEYS = ("split", "core_scaling", "mode", "filter_uuid", "filter_index")
-# What plugin v1.12.0 does with a node entry that leaves a key out: the --device-split-count default, no core
-# scaling, hami-core, no device filter. A key set neither for the host nor for the fleet takes this value.
+# A key set neither in the host's dict nor in the fleet's (group_vars/all replaced the role's dict with a partial
+# one) takes what plugin v1.12.0 uses without any setting: its --device-split-count default, no core scaling,
+# hami-core, no device filter. The role's defaults file holds the same values; this is only the fallback.
 VGPU_ABSENT = {"split": FLAG_DEFAULTS["split"], "core_scaling": 1, "mode": "hami-core", "filter_uuid": [],
                "filter_index": []}
 
