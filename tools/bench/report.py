@@ -13,6 +13,7 @@ from ansible_collections.gpufleet.vgpu.plugins.module_utils import _markdown
 
 B2_GOAL = 0.97          # mean placed / optimum of gpufleet's default, per split
 B3_GOAL = 0.5           # vGPU bind rate / plain-pod bind rate
+B3_GOAL_NODES = 1000    # the fleet size the B3 goal is stated for
 B1_GOAL = 2.0           # rerun / fact gathering
 DEFAULT = "gpufleet-default"
 
@@ -257,6 +258,10 @@ def b3(data):
           "%.2f" % r["vgpu_to_plain"] if r.get("vgpu_to_plain") is not None else "-", r["peak_rss_mib"]]
          for r in rows])
     largest = max(rows, key=lambda r: r["nodes"])
+    if largest["nodes"] < B3_GOAL_NODES:
+        # A smaller fleet's ratio says nothing of the goal's size: the per-pod cost grows with the nodes.
+        return {"b3": table, "b3_goal": "**Goal on %d nodes: not measured** (the largest fleet in this run's JSON "
+                                         "has %d nodes)." % (B3_GOAL_NODES, largest["nodes"])}
     all_bound = largest["throughput"]["bound"] >= largest["throughput"]["pods"]
     ratio = largest.get("vgpu_to_plain")
     met = all_bound and ratio is not None and ratio >= B3_GOAL
@@ -274,7 +279,8 @@ def b3(data):
 
 def timings(run):
     if not run:
-        return "The duration of this run was not recorded (a run before run.json was written)."
+        return ("The duration of this run was not recorded: there is no run.json (a run before it was written, or "
+                "one stopped before its end).")
     parts = ", ".join("%s %.1f min" % (name.upper(), seconds / 60.0) for name, seconds in run["seconds"].items())
     text = "The benchmarks took %.1f min (%s), options `%s`." % (
         run["total_s"] / 60.0, parts, " ".join(run["argv"]) or "(defaults)")
