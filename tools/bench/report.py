@@ -260,8 +260,9 @@ def b3(data):
     largest = max(rows, key=lambda r: r["nodes"])
     if largest["nodes"] < B3_GOAL_NODES:
         # A smaller fleet's ratio says nothing of the goal's size: the per-pod cost grows with the nodes.
-        return {"b3": table, "b3_goal": "**Goal on %d nodes: not measured** (the largest fleet in this run's JSON "
-                                         "has %d nodes)." % (B3_GOAL_NODES, largest["nodes"])}
+        goal = ("**Goal on %d nodes: not measured** (the largest fleet in this run's JSON has %d nodes)."
+                % (B3_GOAL_NODES, largest["nodes"]))
+        return {"b3": table, "b3_goal": goal}
     all_bound = largest["throughput"]["bound"] >= largest["throughput"]["pods"]
     ratio = largest.get("vgpu_to_plain")
     met = all_bound and ratio is not None and ratio >= B3_GOAL

@@ -83,8 +83,8 @@ def test_b3_goal(bound, vgpu, plain, verdict):
 def test_b3_goal_is_not_judged_on_a_smaller_fleet():
     data = b3_data(10000, 60.0, 100.0)
     data["runs"][0].update(nodes=100, vgpus=1600)
-    assert report.b3(data)["b3_goal"] == ("**Goal on 1000 nodes: not measured** (the largest fleet in this run's "
-                                         "JSON has 100 nodes).")
+    expected = "**Goal on 1000 nodes: not measured** (the largest fleet in this run's JSON has 100 nodes)."
+    assert report.b3(data)["b3_goal"] == expected
 
 
 def b1_row(hosts, repeat, rerun, facts):
