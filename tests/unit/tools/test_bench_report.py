@@ -87,6 +87,31 @@ def test_b3_goal_is_not_judged_on_a_smaller_fleet():
     assert report.b3(data)["b3_goal"] == expected
 
 
+@pytest.mark.parametrize("timeline, expected", [
+    # Slowing down: 30/s in the first minute, 2/s in the last, 2000 bound.
+    ([[0, 0], [30, 900], [60, 1800], [600, 1880], [1140, 1880], [1200, 2000]], (30.0, 2.0, 2000)),
+    # The first point past a minute and the last one a minute or more before the end are the ones compared.
+    ([[0, 0], [70, 700], [130, 1000], [200, 1200]], (10.0, 200 / 70.0, 1200)),
+    # Too short to compare a first and a last minute.
+    ([[0, 0], [60, 100], [110, 150]], None),
+    ([], None),
+])
+def test_pace_compares_the_first_and_the_last_minute(timeline, expected):
+    assert report.pace(timeline) == (pytest.approx(expected) if expected else None)
+
+
+def test_b3_goal_says_where_the_clock_stopped_and_how_the_rate_went():
+    data = b3_data(2000, 2.0, 100.0)
+    data["bind_deadline_s"] = 1200
+    data["runs"][0]["throughput"].update(bind_seconds=1200, timeline=[[0, 0], [60, 1800], [1140, 1880],
+                                                                      [1200, 2000]])
+    goal = report.b3(data)["b3_goal"]
+    assert "not met** (2000 bound in 1200 s;" in goal, goal
+    assert "The clock stops 1200 s after the release." in goal
+    assert report.b3(data)["b3_clock"] == " or stops 1200 s after it"
+    assert "bound at 30.0/s in the first minute after the release and at 2.0/s in the last minute" in goal
+
+
 def b1_row(hosts, repeat, rerun, facts):
     rerun_figures = {"seconds": rerun, "ratio_to_facts": round(rerun / facts, 2), "changed": 0,
                      "containerd_restarts": 0, "config_rewrites": 0, "profile": [{"task": "t", "seconds": 1.0}]}
@@ -133,3 +158,30 @@ def test_the_shipped_template_renders_from_no_json(tmp_path):
                   / "docs" / "benchmarks.md.in")
     text = (tmp_path / "page.md").read_text()
     assert "{{" not in text and "B2 was not run." in text
+
+
+def run_json(**make):
+    return {"argv": [], "seconds": {"b1": 600, "b3": 60}, "total_s": 660, "failed": [],
+            "machine": MACHINE, "make": dict({"total_s": 700, "before_benchmarks_s": 40}, **make)}
+
+
+@pytest.mark.parametrize("make, expected", [
+    ({"lab_binaries_cached": True, "virtualenv": True, "images": True, "go_module_cache": True,
+      "go_build_cache": True}, "with the caches it uses already built"),
+    # Only what it found missing is named; the start file of older runs has no image or Go keys.
+    ({"lab_binaries_cached": False, "virtualenv": True}, "from a cold start: no lab binaries."),
+    ({"lab_binaries_cached": False, "virtualenv": False, "images": False, "go_module_cache": False,
+      "go_build_cache": False}, "from a cold start: no lab binaries, no virtualenv, no test-host image, an empty Go "
+                                "module cache, an empty Go build cache."),
+])
+def test_timings_name_what_the_start_lacked(make, expected):
+    assert expected in report.timings(run_json(**make))
+
+
+def test_timings_add_a_cold_start_timed_apart():
+    cold = dict(run_json(lab_binaries_cached=False, virtualenv=False), argv=["--only", "b3", "--b3-sizes", "10"])
+    cold["make"]["before_benchmarks_s"] = 1800
+    text = report.timings(run_json(lab_binaries_cached=True, virtualenv=True), cold)
+    assert ("A cold `make bench` (on 2026-12-03 10:00 UTC, commit abc1234, options `--only b3 --b3-sizes 10`) spent "
+            "30.0 min before its benchmarks, from a cold start: no lab binaries, no virtualenv.") in text
+    assert report.timings(None, cold).startswith("The duration of this run was not recorded")
