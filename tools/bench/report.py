@@ -302,7 +302,8 @@ def pace(timeline, window=60.0):
 # ---------------------------------------------------------------- the page
 
 # What `make bench` finds cached at its start (Makefile, .bench-start.json): what a cold start lacks.
-CACHES = (("lab_binaries_cached", "no lab binaries"), ("virtualenv", "no virtualenv"), ("images", "no test-host image"),
+CACHES = (("lab_binaries_cached", "no lab binaries"), ("virtualenv", "no virtualenv"),
+          ("image_debian12", "no Debian 12 test-host image"), ("image_el9", "no EL9-like test-host image"),
           ("go_module_cache", "an empty Go module cache"), ("go_build_cache", "an empty Go build cache"))
 
 

@@ -166,13 +166,14 @@ def run_json(**make):
 
 
 @pytest.mark.parametrize("make, expected", [
-    ({"lab_binaries_cached": True, "virtualenv": True, "images": True, "go_module_cache": True,
-      "go_build_cache": True}, "with the caches it uses already built"),
+    ({"lab_binaries_cached": True, "virtualenv": True, "image_debian12": True, "image_el9": True,
+      "go_module_cache": True, "go_build_cache": True}, "with the caches it uses already built"),
     # Only what it found missing is named; the start file of older runs has no image or Go keys.
     ({"lab_binaries_cached": False, "virtualenv": True}, "from a cold start: no lab binaries."),
-    ({"lab_binaries_cached": False, "virtualenv": False, "images": False, "go_module_cache": False,
-      "go_build_cache": False}, "from a cold start: no lab binaries, no virtualenv, no test-host image, an empty Go "
-                                "module cache, an empty Go build cache."),
+    ({"lab_binaries_cached": False, "virtualenv": False, "image_debian12": True, "image_el9": False,
+      "go_module_cache": False, "go_build_cache": False},
+     "from a cold start: no lab binaries, no virtualenv, no EL9-like test-host image, an empty Go module cache, an "
+     "empty Go build cache."),
 ])
 def test_timings_name_what_the_start_lacked(make, expected):
     assert expected in report.timings(run_json(**make))
