@@ -129,8 +129,9 @@ lab-gang: bootstrap images repos ## Only the gang test on the lab's Volcano
 # The run's start, before any install or build, and which caches it found: bench.py records them in
 # docs/benchmarks/run.json, so the page states what a cold or a warm `make bench` took.
 bench: ## Benchmarks B1-B3: raw JSON in docs/benchmarks/, and docs/benchmarks.md rendered from it
-	@printf '{"started": %s, "lab_binaries_cached": %s, "virtualenv": %s, "image_debian12": %s, "image_el9": %s, "go_module_cache": %s, "go_build_cache": %s}\n' \
-	  "$$(date +%s)" "$$(test -d $(GPUFLEET_CACHE)/lab-bin && echo true || echo false)" \
+	@printf '{"started": %s, "debian_packages": %s, "lab_binaries_cached": %s, "virtualenv": %s, "image_debian12": %s, "image_el9": %s, "go_module_cache": %s, "go_build_cache": %s}\n' \
+	  "$$(date +%s)" "$$(tests/harness/install-deps.sh --check && echo true || echo false)" \
+	  "$$(test -d $(GPUFLEET_CACHE)/lab-bin && echo true || echo false)" \
 	  "$$(test -e $(VENV)/.installed && echo true || echo false)" \
 	  "$$(podman image exists localhost/gpufleet-debian:12 2>/dev/null && echo true || echo false)" \
 	  "$$(podman image exists localhost/gpufleet-el9:9 2>/dev/null && echo true || echo false)" \

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Install the Debian packages that the tests need and the machine lacks (runs as root; no-op when all present).
+# usage: install-deps.sh [--check]
 # podman+runc: test hosts (crun cannot run on hybrid cgroups v1); debootstrap: their images;
 # dnf/rpm/createrepo-c: the EL9-like host and the rpm repo; dpkg-dev/apt-utils/gnupg: the signed apt repo;
 # gcc: the fake NVML library and the lab's cgo build of the vGPU plugin; shellcheck: ansible-test sanity; python3-venv:
@@ -12,6 +13,8 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
+# --check: only say whether any is missing (exit 1), for `make bench`'s record of what a run found installed.
+[ "${1:-}" = --check ] && exit 1
 if [ "$(id -u)" -ne 0 ]; then
   echo "missing Debian packages: ${missing[*]} (run as root, or install them first)" >&2
   exit 2

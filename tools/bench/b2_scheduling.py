@@ -118,13 +118,34 @@ class Run:
         placed_units = sum(g["memory"] for g in gpus.values()) - sum(f["memory"] for f in free.values())
         used_slots = sum(g["slots"] for g in gpus.values()) - sum(f["slots"] for f in free.values())
         figures = tr.placement_figures(self.jobs, bound, free)
+        phases, reasons = self.podgroups(job["name"] for job in self.jobs
+                                         if bound.get(job["name"], 0) < len(job["units"]))
         return dict(figures, placed_units=placed_units, pods_bound=sum(bound.values()),
+                    podgroup_phases=phases, podgroup_reasons=reasons,
                     vgpus_used=round(used_slots / float(sum(g["slots"] for g in gpus.values())), 4),
                     memory_used=round(placed_units / float(sum(g["memory"] for g in gpus.values())), 4),
                     jobs_bound=sum(1 for job in self.jobs if bound.get(job["name"], 0) == len(job["units"])),
                     latency_p50_s=_round(tr.percentile(latencies, 0.5)),
                     latency_p99_s=_round(tr.percentile(latencies, 0.99)),
                     latency_max_s=_round(max(latencies) if latencies else None))
+
+    def podgroups(self, jobs):
+        """({job: its PodGroup's phase}, {job: the scheduler's last Unschedulable message}) for the jobs named.
+        Pending means Volcano's enqueue action has not admitted it (the overcommit and proportion plugins' gates),
+        Inqueue that allocate found no place for it. A gang's PodGroup belongs to its Volcano Job; a single pod's,
+        made by Volcano's controller, to the pod (named as its job)."""
+        wanted, phases, reasons = set(jobs), {}, {}
+        for group in self.custom.list_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", self.namespace,
+                                                               "podgroups")["items"]:
+            for owner in group["metadata"].get("ownerReferences") or []:
+                if owner.get("kind") in ("Job", "Pod") and owner.get("name") in wanted:
+                    status = group.get("status") or {}
+                    phases[owner["name"]] = status.get("phase")
+                    messages = [c.get("message") for c in status.get("conditions") or []
+                                if c.get("type") == "Unschedulable" and c.get("message")]
+                    if messages:
+                        reasons[owner["name"]] = messages[-1][:300]
+        return phases, reasons
 
     def cleanup(self):
         self.stop.set()

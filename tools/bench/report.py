@@ -165,6 +165,16 @@ def b2_comparisons(rows):
     return result
 
 
+def _pending(rows, key):
+    """How many jobs the runs left in `key` (pending_fit_now, pending_fragmented), with how many of them Volcano's
+    enqueue action had not admitted (PodGroup still Pending), where the JSON records the phases."""
+    jobs = [(r, job) for r in rows for job in r[key]]
+    if not jobs or not all("podgroup_phases" in r for r in rows):
+        return len(jobs)
+    waiting = sum(1 for r, job in jobs if r["podgroup_phases"].get(job) == "Pending")
+    return "%d (%d not enqueued)" % (len(jobs), waiting)
+
+
 def b2(data):
     if not data:
         return {"b2": "_not run_", "b2_goal": "B2 was not run.", "b2_claims": "", "b2_solver": "",
@@ -177,7 +187,7 @@ def b2(data):
         [[r["split"], r.get("seed", 0), r.get("repeat", 0), r["config"], "%d (%d)" % (r["jobs"], r["gangs"]),
           "%d / %d" % (r["pods_bound"], r["pods"]), _pct(r["fraction_of_bound"]),
           "%.0f%%" % (100 * r["vgpus_used"]), "%.0f%%" % (100 * r["memory_used"]),
-          len(r["pending_fit_now"]), len(r["pending_fragmented"]), len(r["partial_gangs"]),
+          _pending([r], "pending_fit_now"), _pending([r], "pending_fragmented"), len(r["partial_gangs"]),
           r["latency_p50_s"], r["latency_p99_s"]] for r in rows])
     summary = _groups(rows, "split", "config")
     means = _table(
@@ -186,7 +196,8 @@ def b2(data):
         [[split, config, len(group), _pct(statistics.mean(r["fraction_of_bound"] for r in group)),
           "%.1f pt" % (100 * statistics.pstdev([r["fraction_of_bound"] for r in group])),
           _pct(min(r["fraction_of_bound"] for r in group)), _pct(max(r["fraction_of_bound"] for r in group)),
-          sum(len(r["partial_gangs"]) for r in group), sum(len(r["pending_fit_now"]) for r in group)]
+          sum(len(r["partial_gangs"]) for r in group),
+          _pending(group, "pending_fit_now")]
          for (split, config), group in sorted(summary.items())])
     seeds = _table(
         ["split", "seed", "optimum (units)", "proven", "gap"] + sorted({r["config"] for r in rows}),
@@ -302,14 +313,18 @@ def pace(timeline, window=60.0):
 # ---------------------------------------------------------------- the page
 
 # What `make bench` finds cached at its start (Makefile, .bench-start.json): what a cold start lacks.
-CACHES = (("lab_binaries_cached", "no lab binaries"), ("virtualenv", "no virtualenv"),
+CACHES = (("debian_packages", "the Debian packages of `make deps` to install"),
+          ("lab_binaries_cached", "no lab binaries"), ("virtualenv", "no virtualenv"),
           ("image_debian12", "no Debian 12 test-host image"), ("image_el9", "no EL9-like test-host image"),
           ("go_module_cache", "an empty Go module cache"), ("go_build_cache", "an empty Go build cache"))
 
 
 def _start(make):
     missing = [what for key, what in CACHES if make.get(key) is False]
-    return "from a cold start: %s" % ", ".join(missing) if missing else "with the caches it uses already built"
+    text = "from a cold start: %s" % ", ".join(missing) if missing else "with the caches it uses already built"
+    if missing and "debian_packages" not in make:  # runs before the packages were recorded
+        text += " (whether the Debian packages of `make deps` were installed was not recorded)"
+    return text
 
 
 def timings(run, cold=None):

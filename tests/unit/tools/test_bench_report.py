@@ -169,9 +169,13 @@ def run_json(**make):
     ({"lab_binaries_cached": True, "virtualenv": True, "image_debian12": True, "image_el9": True,
       "go_module_cache": True, "go_build_cache": True}, "with the caches it uses already built"),
     # Only what it found missing is named; the start file of older runs has no image or Go keys.
-    ({"lab_binaries_cached": False, "virtualenv": True}, "from a cold start: no lab binaries."),
-    ({"lab_binaries_cached": False, "virtualenv": False, "image_debian12": True, "image_el9": False,
-      "go_module_cache": False, "go_build_cache": False},
+    ({"lab_binaries_cached": False, "virtualenv": True},
+     "from a cold start: no lab binaries (whether the Debian packages of `make deps` were installed was not "
+     "recorded)."),
+    ({"debian_packages": False, "lab_binaries_cached": True, "virtualenv": True},
+     "from a cold start: the Debian packages of `make deps` to install."),
+    ({"debian_packages": True, "lab_binaries_cached": False, "virtualenv": False, "image_debian12": True,
+      "image_el9": False, "go_module_cache": False, "go_build_cache": False},
      "from a cold start: no lab binaries, no virtualenv, no EL9-like test-host image, an empty Go module cache, an "
      "empty Go build cache."),
 ])
@@ -184,5 +188,29 @@ def test_timings_add_a_cold_start_timed_apart():
     cold["make"]["before_benchmarks_s"] = 1800
     text = report.timings(run_json(lab_binaries_cached=True, virtualenv=True), cold)
     assert ("A cold `make bench` (on 2026-12-03 10:00 UTC, commit abc1234, options `--only b3 --b3-sizes 10`) spent "
-            "30.0 min before its benchmarks, from a cold start: no lab binaries, no virtualenv.") in text
+            "30.0 min before its benchmarks, from a cold start: no lab binaries, no virtualenv (whether the Debian "
+            "packages of `make deps` were installed was not recorded).") in text
     assert report.timings(None, cold).startswith("The duration of this run was not recorded")
+
+
+@pytest.mark.parametrize("phases, expected", [
+    # Runs before the phases were recorded: the count alone.
+    (None, 2),
+    ({"j1": "Pending", "j2": "Inqueue"}, "2 (1 not enqueued)"),
+    ({"j1": "Inqueue", "j2": "Inqueue"}, "2 (0 not enqueued)"),
+])
+def test_pending_jobs_say_how_many_the_enqueue_action_held_back(phases, expected):
+    row = b2_row(4, 0, "gpufleet-default", 0.9)
+    row["pending_fit_now"] = ["j1", "j2"]
+    if phases is not None:
+        row["podgroup_phases"] = phases
+    assert report._pending([row], "pending_fit_now") == expected  # pylint: disable=protected-access
+    assert "| %s |" % expected in report.b2(b2_data([row]))["b2_runs"]
+
+
+def test_pending_totals_read_each_runs_own_phases():
+    rows = [b2_row(4, 0, "gpufleet-default", 0.9, repeat=r) for r in range(2)]
+    rows[0].update(pending_fit_now=["j1"], podgroup_phases={"j1": "Pending"})
+    rows[1].update(pending_fit_now=["j1"], podgroup_phases={"j1": "Inqueue"})
+    assert report._pending(rows, "pending_fit_now") == "2 (1 not enqueued)"  # pylint: disable=protected-access
+    assert report._pending(rows, "pending_fragmented") == 0  # pylint: disable=protected-access
