@@ -16,6 +16,7 @@ bound and the count every TIMELINE_STEP_S seconds (the rate's course shows wheth
 """
 
 import concurrent.futures
+import json
 import threading
 import time
 
@@ -88,38 +89,56 @@ PLAIN = {"cpu": "10m"}
 
 
 class BoundPods(threading.Thread):
-    """The names of a namespace's pods that have a node, kept from a watch (resumed from the last resourceVersion
-    each time the API server or the 60 s timeout ends it). Raw JSON events: the client's model classes would cost
-    as much CPU as the listing this replaces."""
+    """The names of a namespace's pods that have a node, kept from a watch resumed from the last resourceVersion
+    (bookmarks keep it fresh while nothing binds) each time the 60 s timeout ends it; when the watch fails (an
+    expired resourceVersion, a dropped connection), from a list and a new watch. Raw JSON: the client's model
+    classes would cost as much CPU as the listing this replaces."""
+
+    RETRIES = 10
 
     def __init__(self, api, namespace, expected):
         super().__init__(daemon=True)
         self.core, self.namespace, self.expected = client.CoreV1Api(api), namespace, expected
         self.bound, self.version, self.error, self.done = set(), None, None, threading.Event()
         self.all_bound_at = None  # taken as the event arrives: 100 pods bind in well under the poll's 0.5 s
+        self.failures = 0
+
+    def saw(self, pod):
+        if (pod.get("spec") or {}).get("nodeName"):
+            self.bound.add(pod["metadata"]["name"])
+            if self.all_bound_at is None and len(self.bound) >= self.expected:
+                self.all_bound_at = time.time()
+
+    def resync(self):
+        listing = json.loads(self.core.list_namespaced_pod(self.namespace, _preload_content=False).data)
+        for pod in listing["items"]:
+            self.saw(pod)
+        self.version = listing["metadata"]["resourceVersion"]
 
     def run(self):
-        try:
-            while not self.done.is_set():
-                kwargs = {"resource_version": self.version} if self.version else {}
+        while not self.done.is_set():
+            try:
+                if self.version is None:
+                    self.resync()
+                # The kubernetes client raises KeyError on a watch ERROR event when deserialize is off.
                 for event in watch.Watch().stream(self.core.list_namespaced_pod, self.namespace, deserialize=False,
-                                                  timeout_seconds=60, **kwargs):
-                    obj = event["object"]
-                    if event["type"] == "ERROR":
-                        raise RuntimeError("watch of %s failed: %s" % (self.namespace, obj.get("message")))
-                    self.version = obj["metadata"]["resourceVersion"]
-                    if (obj.get("spec") or {}).get("nodeName"):
-                        self.bound.add(obj["metadata"]["name"])
-                        if self.all_bound_at is None and len(self.bound) >= self.expected:
-                            self.all_bound_at = time.time()
+                                                  resource_version=self.version, allow_watch_bookmarks=True,
+                                                  timeout_seconds=60):
+                    self.version = event["object"]["metadata"]["resourceVersion"]
+                    if event["type"] != "BOOKMARK":
+                        self.saw(event["object"])
                     if self.done.is_set():
                         return
-        except Exception as exc:  # pylint: disable=broad-except  # surfaced by count() in the measuring thread
-            self.error = exc
+            except Exception as exc:  # pylint: disable=broad-except  # listed again; count() reports a lasting one
+                self.version, self.failures = None, self.failures + 1
+                if self.failures > self.RETRIES:
+                    self.error = exc
+                    return
+                time.sleep(1)
 
     def count(self):
         if self.error:
-            raise self.error
+            raise RuntimeError("counting the bound pods of %s failed: %s" % (self.namespace, self.error))
         return len(self.bound)
 
 
