@@ -109,7 +109,14 @@ def test_b3_goal_says_where_the_clock_stopped_and_how_the_rate_went():
     assert "not met** (2000 bound in 1200 s;" in goal, goal
     assert "The clock stops 1200 s after the release." in goal
     assert report.b3(data)["b3_clock"] == " or stops 1200 s after it"
+    assert report.b3(data)["b3_counting"].startswith("Bound pods are counted from a watch")
     assert "bound at 30.0/s in the first minute after the release and at 2.0/s in the last minute" in goal
+
+
+def test_b3_method_of_a_run_that_counted_by_listing_says_so():
+    data = dict(b3_data(10000, 60.0, 100.0), bind_cap_s=1800)
+    assert report.b3(data)["b3_clock"] == " or until none has bound for 1800 s"
+    assert report.b3(data)["b3_counting"].startswith("This run's JSON counted the bound pods by listing")
 
 
 def b1_row(hosts, repeat, rerun, facts):
