@@ -59,14 +59,28 @@ def versions():
     return found
 
 
-def source():
-    """The commit measured and whether the working tree differed from it (the benchmarks' own outputs aside)."""
+def _tree():
     def git(*args):
         return subprocess.run(["git", "-C", str(ROOT)] + list(args), capture_output=True, text=True,
                               check=False).stdout
     changed = sorted({line[3:].split(" -> ")[-1] for line in git("status", "--porcelain").splitlines()
                       if line[3:] and not line[3:].startswith(OUTPUTS)})
-    return {"commit": git("rev-parse", "HEAD").strip(), "dirty": bool(changed), "changed_paths": changed[:50]}
+    return git("rev-parse", "HEAD").strip(), changed
+
+
+# The code a run measures is the code its process loaded at the start: a commit made while it runs is not in it.
+_AT_START = _tree()
+
+
+def source():
+    """The commit measured (HEAD when the run started) and whether the working tree differed from it, at the start
+    or now, or HEAD moved meanwhile (the benchmarks' own outputs aside)."""
+    (commit, changed), (now, changed_now) = _AT_START, _tree()
+    paths = sorted(set(changed) | set(changed_now))
+    result = {"commit": commit, "dirty": bool(paths) or now != commit, "changed_paths": paths[:50]}
+    if now != commit:
+        result["commit_at_write"] = now
+    return result
 
 
 def write_result(out_dir, name, data):
