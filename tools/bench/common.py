@@ -29,9 +29,7 @@ def machine():
                   if line.startswith("model name")), platform.processor())
     return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "cpus": os.cpu_count(), "cpu_model": model, "memory_gib": round(mem_kib / 1048576, 1),
-            "kernel": platform.release(), "python": platform.python_version(),
-            "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                     text=True, check=False).stdout.strip()}
+            "kernel": platform.release(), "python": platform.python_version(), "commit": _AT_START[0][:7]}
 
 
 # The pinned Go modules the lab builds (tools/lab/<folder>/go.mod): what the figures were measured on.

@@ -258,17 +258,17 @@ def b3(data):
     if not data:
         return {"b3": "_not run_", "b3_goal": "B3 was not run.", "b3_clock": "", "b3_counting": ""}
     rows = data["runs"]
-    counting = ("Bound pods are counted from a watch: listing 10,000 pods every few seconds would take a core of the "
-                "machine from the scheduler it measures.")
+    # How this JSON's run timed and counted the binds, for the method's sentences.
+    method = {"b3_clock": "", "b3_counting": (
+        "Bound pods are counted from a watch: listing 10,000 pods every few seconds would take a core of the machine "
+        "from the scheduler it measures.")}
     if data.get("bind_deadline_s"):
-        clock = " or stops %d s after it" % data["bind_deadline_s"]
+        method["b3_clock"] = " or stops %d s after it" % data["bind_deadline_s"]
     elif data.get("bind_cap_s"):  # the JSON of runs before the deadline, which counted by listing
-        clock = " or until none has bound for %d s" % data["bind_cap_s"]
-        counting = ("This run's JSON counted the bound pods by listing every pod every 2 s: its times run late by up "
-                    "to that step and the list's own time (the 10-node rates most), and decoding the list took CPU "
-                    "from the scheduler.")
-    else:
-        clock = ""
+        method = {"b3_clock": " or until none has bound for %d s" % data["bind_cap_s"], "b3_counting": (
+            "This run's JSON counted the bound pods by listing every pod every 2 s: its times run late by up to that "
+            "step and the list's own time (the 10-node rates most), and decoding the list took CPU from the "
+            "scheduler.")}
     table = _table(
         ["nodes", "vGPUs", "converge (s)", "rerun (s)", "rerun changed", "all registered (s)", "pods",
          "vGPU pods bound", "vGPU binds/s", "plain pods bound", "plain binds/s", "vGPU / plain", "peak RSS (MiB)"],
@@ -284,7 +284,7 @@ def b3(data):
         # A smaller fleet's ratio says nothing of the goal's size: the per-pod cost grows with the nodes.
         goal = ("**Goal on %d nodes: not measured** (the largest fleet in this run's JSON has %d nodes)."
                 % (B3_GOAL_NODES, largest["nodes"]))
-        return {"b3": table, "b3_goal": goal, "b3_clock": clock, "b3_counting": counting}
+        return dict(method, b3=table, b3_goal=goal)
     all_bound = largest["throughput"]["bound"] >= largest["throughput"]["pods"]
     ratio = largest.get("vgpu_to_plain")
     met = all_bound and ratio is not None and ratio >= B3_GOAL
@@ -301,7 +301,7 @@ def b3(data):
     if course:
         goal += (" The vGPU pods bound at %.1f/s in the first minute after the release and at %.1f/s in the last "
                  "minute, with %d bound." % course)
-    return {"b3": table, "b3_goal": goal, "b3_clock": clock, "b3_counting": counting}
+    return dict(method, b3=table, b3_goal=goal)
 
 
 def pace(timeline, window=60.0):
