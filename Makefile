@@ -53,8 +53,9 @@ lint: bootstrap ## yamllint + ansible-lint (production profile)
 sanity: bootstrap ## ansible-test sanity on a copy placed under ansible_collections/gpufleet/vgpu
 	tests/harness/sanity.sh
 
-units: bootstrap ## Unit tests of pure logic (pytest)
+units: bootstrap ## Unit tests of pure logic (pytest), and the Go tests of tools/upstream's patches
 	pytest tests/unit
+	tools/upstream/volcano/check.sh
 
 integration: bootstrap ## Playbook-level tests that need no test host (pytest)
 	pytest tests/integration

@@ -43,6 +43,8 @@ _value:
   type: dict
 """
 
+import datetime
+
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _vgpu_registration
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _compat
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _gpu_hosts
@@ -60,6 +62,14 @@ def vgpu_registration_check(nodes, expected):
 
 def vgpu_unseen_nodes(nodes, scheduler_pods):
     return _vgpu_registration.unseen_nodes(nodes, scheduler_pods)
+
+
+def vgpu_resync_patches(nodes, scheduler_pods, now):
+    if isinstance(now, str):
+        now = datetime.datetime.fromisoformat(now.replace("Z", "+00:00"))
+    if now.tzinfo is None:  # Ansible's now(utc=true) is naive
+        now = now.replace(tzinfo=datetime.timezone.utc)
+    return _vgpu_registration.resync_patches(nodes, scheduler_pods, now)
 
 
 def vgpu_conflicting_daemonsets(daemonsets, listed, image_pattern):
@@ -88,7 +98,7 @@ class FilterModule:
 
     def filters(self):
         return {"vgpu_plugin_plan": vgpu_plugin_plan, "vgpu_registration_check": vgpu_registration_check,
-                "vgpu_unseen_nodes": vgpu_unseen_nodes,
+                "vgpu_unseen_nodes": vgpu_unseen_nodes, "vgpu_resync_patches": vgpu_resync_patches,
                 "vgpu_conflicting_daemonsets": vgpu_conflicting_daemonsets,
                 "vgpu_version_compatibility": vgpu_version_compatibility, "vgpu_node_names": vgpu_node_names,
                 "vgpu_admission_policy": vgpu_admission_policy,

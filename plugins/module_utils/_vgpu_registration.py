@@ -19,9 +19,14 @@ import datetime
 # (api/node_info.go: setNodeOthersResource skips vGPU devices while VGPUEnable is false; Clone copies the cache's
 # Others). Until the node changes, vGPU pods are placed there without a device and the node rejects them
 # ("cannot get valid pod"). Plugin v1.12.0 and before re-register every 30 s (the handshake annotation), which
-# rebuilds the node; the first session runs within seconds of the scheduler's start.
+# rebuilds the node; the plugin after v1.12.0 (its main branch since 9a6973b) writes the Node only when its
+# registration changed, so nothing would. The volcano role therefore changes such a node itself once the first
+# session is due: RESYNC, set to the running scheduler's start time, is that change and the record of it. The first
+# session runs within seconds of the scheduler's start.
 FIRST_SESSION_MARGIN_S = 10
 HANDSHAKE = "volcano.sh/node-vgpu-handshake"
+REGISTER = "volcano.sh/node-vgpu-register"
+RESYNC = "gpufleet.io/vgpu-scheduler-resync"
 
 
 def handshake_time(value):
@@ -54,10 +59,14 @@ def scheduler_started(pods):
     return max(times) if times else None
 
 
-def registration_due(node, started):
-    """When the scheduler that started at `started` (datetime) has seen this node's vGPUs: None once the plugin
-    re-registered (handshake) FIRST_SESSION_MARGIN_S after that start, else the time it must re-register after."""
-    reported = handshake_time(((node.get("metadata") or {}).get("annotations") or {}).get(HANDSHAKE))
+def registration_due(node, started, started_text=None):
+    """When the scheduler that started at `started` (datetime; `started_text` as the pod status says it) has seen
+    this node's vGPUs: None once the plugin re-registered (handshake) FIRST_SESSION_MARGIN_S after that start, or the
+    volcano role marked the node for this start (RESYNC); else the time after which the node must change."""
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    if started_text is not None and annotations.get(RESYNC) == started_text:
+        return None
+    reported = handshake_time(annotations.get(HANDSHAKE))
     due = started + datetime.timedelta(seconds=FIRST_SESSION_MARGIN_S)
     return None if reported is not None and reported >= due else due
 
@@ -69,15 +78,30 @@ def scheduler_start_time(scheduler_pods):
 
 
 def unseen_nodes(nodes, scheduler_pods):
-    """Names of the nodes (k8s_info dicts) whose plugin re-registers with the handshake annotation but has not done
-    so since the running scheduler's first session: Volcano places vGPU pods there without a device until it has.
-    Nodes without the annotation (no vGPU plugin, or one that does not re-register) are not waited for."""
+    """Names of the vGPU nodes (k8s_info dicts with the plugin's register annotation) that have not changed since
+    the running scheduler's first session - no handshake since, and no RESYNC mark for this scheduler: Volcano places
+    vGPU pods there without a device until they have. Nodes without a vGPU registration are not waited for."""
+    started_text = scheduler_started(scheduler_pods)
     started = scheduler_start_time(scheduler_pods)
     if started is None:
         return []
     return sorted(n["metadata"]["name"] for n in nodes or []
-                  if HANDSHAKE in ((n.get("metadata") or {}).get("annotations") or {})
-                  and registration_due(n, started) is not None)
+                  if REGISTER in ((n.get("metadata") or {}).get("annotations") or {})
+                  and registration_due(n, started, started_text) is not None)
+
+
+def resync_patches(nodes, scheduler_pods, now):
+    """{seconds to wait, patches}: the Node patches (merge patches of RESYNC, k8s definitions) that make the
+    running scheduler build the vGPU devices of every node it has not seen, and how long to wait before sending them
+    so that its first session has enabled vGPUs (FIRST_SESSION_MARGIN_S after its start; `now` a datetime)."""
+    names = unseen_nodes(nodes, scheduler_pods)
+    if not names:
+        return {"wait_seconds": 0, "patches": []}
+    started_text = scheduler_started(scheduler_pods)
+    due = scheduler_start_time(scheduler_pods) + datetime.timedelta(seconds=FIRST_SESSION_MARGIN_S)
+    return {"wait_seconds": max(0, int((due - now).total_seconds()) + 1),
+            "patches": [{"apiVersion": "v1", "kind": "Node",
+                         "metadata": {"name": name, "annotations": {RESYNC: started_text}}} for name in names]}
 
 
 def check_registration(nodes, expected):

@@ -13,14 +13,28 @@ scheduler's, not the API server's rate of creating pods on this machine. Bound p
 by listing: decoding 10,000 pods every few seconds would take a core of this 2-core machine from the scheduler
 being measured. A run that has not bound every pod BIND_DEADLINE_S after the release stops there, with what it
 bound and the count every TIMELINE_STEP_S seconds (the rate's course shows whether it was slowing down).
+
+The vGPU pods bind under each of several variants on the same lab (VARIANTS), one after the other: the stock images
+with the role's settings, the scheduler built with tools/upstream/volcano's patches (the lab's --volcano-fix, as a
+site deploys it: volcano_scheduler_image_tag), the stand-in plugin writing its Node only when its registration
+changed (as the plugin's main branch does), and for the settings sweep the scheduler's node worker threads and log
+level. Each variant is applied as a site would (playbooks/cluster.yml --tags volcano: the role rolls the scheduler
+and waits until it has seen every vGPU node), and each run records what the scheduler received and did while the
+pods bound: the Node updates (a watch, sorted by what changed), the scheduler's CPU seconds, and CPU profiles
+(its --enable-pprof endpoint) taken PROFILE_AT seconds after the release.
 """
 
 import concurrent.futures
 import json
+import os
+import re
+import subprocess
 import threading
 import time
+import urllib.request
 
 import yaml
+from gpufleet_lab import images
 from kubernetes import client, watch
 
 import common
@@ -28,6 +42,43 @@ import common
 PODS_PER_NODE = 10
 BIND_DEADLINE_S = 900   # a run stops this long after the release, with what it bound by then
 TIMELINE_STEP_S = 10
+PROFILE_AT = (30, 300)  # seconds after the release at which a CPU profile of the scheduler starts, while binding
+PROFILE_S = 30
+PROFILE_TOP = 25        # functions kept per profile (by cumulative time)
+# The chart's --enable-pprof: the profiles' endpoint, the one setting B3 adds to the role's.
+PPROF = {"custom": {"scheduler_pprof_enable": True}}
+FIX_TAG = images.volcano_version() + images.VOLCANO_FIX_SUFFIX
+VARIANTS = {
+    "stock": {"label": "stock images, the role's settings"},
+    "fixed": {"label": "scheduler with tools/upstream/volcano's patches",
+              "vars": {"volcano_scheduler_image_tag": FIX_TAG}},
+    "quiet-plugin": {"label": "stock images, the plugin writing its Node only when its registration changed",
+                     "plugin_register": "on-change"},
+}
+DEFAULT_VARIANTS = ("stock", "fixed", "quiet-plugin")
+SWEEP = re.compile(r"^w(?P<workers>\d+)-v(?P<level>\d+)$")  # w1-v2: 1 node worker thread, log level 2
+
+
+def variant(name):
+    """{label, vars, chart (values over the role's), plugin_register} of a variant name: one of VARIANTS, or
+    w<threads>-v<level> (the scheduler's --node-worker-threads and -v, through the chart's values)."""
+    match = SWEEP.match(name)
+    if match:
+        workers, level = int(match.group("workers")), int(match.group("level"))
+        found = {"label": "stock images, %d node worker thread%s, log level %d" % (
+            workers, "" if workers == 1 else "s", level),
+            "chart": {"custom": {"scheduler_node_worker_threads": workers, "scheduler_log_level": level}}}
+    elif name in VARIANTS:
+        found = dict(VARIANTS[name])
+    else:
+        raise SystemExit("unknown B3 variant %r (allowed: %s, or w<threads>-v<level>)" % (name, ", ".join(VARIANTS)))
+    chart = json.loads(json.dumps(PPROF))
+    for key, values in found.get("chart", {}).items():
+        chart.setdefault(key, {}).update(values)
+    extra = dict(found.get("vars", {}), volcano_chart_values=chart)
+    extra.setdefault("volcano_scheduler_image_tag", "")
+    return {"name": name, "label": found["label"], "vars": extra,
+            "plugin_register": found.get("plugin_register", "periodic")}
 GROUP_SIZE = 100
 MODELS = ({"model": "NVIDIA GeForce RTX 4090", "memory_mib": 24564, "group": "rtx4090"},
           {"model": "NVIDIA GeForce RTX 4070 SUPER", "memory_mib": 16376, "group": "rtx4070s"})
@@ -53,7 +104,8 @@ def fleet(work, count):
                                                  "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}},
         "gpu_nodes": {"children": groups}}}}))
     lab_all = common.ROOT / "inventories" / "lab" / "group_vars" / "all.yml"
-    (inventory / "group_vars" / "all.yml").write_text(lab_all.read_text())
+    (inventory / "group_vars" / "all.yml").write_text(lab_all.read_text() + "\n" + yaml.safe_dump(
+        {"volcano_chart_values": PPROF}))
     for model in MODELS:
         (inventory / "group_vars" / ("%s.yml" % model["group"])).write_text(yaml.safe_dump({
             "device_plugin_vgpu": {"split": 2},
@@ -142,10 +194,136 @@ class BoundPods(threading.Thread):
         return len(self.bound)
 
 
-def throughput(api, core, count, limits, namespace):
+class NodeUpdates(threading.Thread):
+    """The Node updates the scheduler receives (its informer watches the same), counted from a watch and sorted by
+    what changed since the node's previous version: the plugin's registration (register annotation), its
+    handshake, allocatable, gpufleet's own annotations, or anything else (kwok's heartbeat, labels)."""
+
+    KINDS = ("register", "handshake", "allocatable", "gpufleet", "other")
+
+    def __init__(self, api):
+        super().__init__(daemon=True)
+        self.core, self.done = client.CoreV1Api(api), threading.Event()
+        self.seen, self.counts, self.started, self.error = {}, dict.fromkeys(self.KINDS, 0), None, None
+
+    @staticmethod
+    def facets(node):
+        annotations = node["metadata"].get("annotations") or {}
+        return {"register": annotations.get("volcano.sh/node-vgpu-register"),
+                "handshake": annotations.get("volcano.sh/node-vgpu-handshake"),
+                "allocatable": (node.get("status") or {}).get("allocatable"),
+                "gpufleet": {k: v for k, v in annotations.items() if k.startswith("gpufleet.io/")}}
+
+    def run(self):
+        try:
+            listing = json.loads(self.core.list_node(_preload_content=False).data)
+            for node in listing["items"]:
+                self.seen[node["metadata"]["name"]] = self.facets(node)
+            version = listing["metadata"]["resourceVersion"]
+            self.started = time.time()
+            while not self.done.is_set():
+                for event in watch.Watch().stream(self.core.list_node, deserialize=False, resource_version=version,
+                                                  allow_watch_bookmarks=True, timeout_seconds=30):
+                    node = event["object"]
+                    version = node["metadata"]["resourceVersion"]
+                    if event["type"] == "MODIFIED":
+                        now, before = self.facets(node), self.seen.get(node["metadata"]["name"]) or {}
+                        kind = next((k for k in self.KINDS[:-1] if now[k] != before.get(k)), "other")
+                        self.counts[kind] += 1
+                        self.seen[node["metadata"]["name"]] = now
+                    if self.done.is_set():
+                        return
+        except Exception as exc:  # pylint: disable=broad-except  # reported with the figures, which then lack it
+            self.error = str(exc)
+
+    def result(self):
+        self.done.set()
+        seconds = time.time() - self.started if self.started else None
+        total = sum(self.counts.values())
+        return {"by_change": self.counts, "total": total, "seconds": round(seconds, 1) if seconds else None,
+                "per_s": round(total / seconds, 2) if seconds else None, "error": self.error}
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of a process so far (/proc/<pid>/stat), or None when it is gone."""
+    try:
+        fields = open("/proc/%d/stat" % pid, encoding="ascii").read().rsplit(")", 1)[1].split()
+    except (OSError, TypeError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / float(os.sysconf("SC_CLK_TCK"))
+
+
+def pprof_top(path):
+    """{duration_s, samples_s, functions: [{function, flat_pct, cum_pct}]} of a CPU profile, the PROFILE_TOP
+    functions with the most cumulative time (go tool pprof -top -cum), or {error}."""
+    result = subprocess.run(["go", "tool", "pprof", "-top", "-cum", "-nodecount=%d" % PROFILE_TOP, str(path)],
+                            capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        return {"error": result.stderr.strip()[-500:]}
+    found = {"functions": []}
+    match = re.search(r"Duration: ([\d.]+)(m?s), Total samples = ([\d.]+)(m?s)", result.stdout)
+    if match:
+        scale = {"s": 1.0, "ms": 0.001}
+        found["duration_s"] = round(float(match.group(1)) * scale[match.group(2)], 2)
+        found["samples_s"] = round(float(match.group(3)) * scale[match.group(4)], 2)
+    for line in result.stdout.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6 and parts[1].endswith("%") and parts[4].endswith("%"):
+            found["functions"].append({"function": parts[5], "flat_pct": float(parts[1][:-1]),
+                                       "cum_pct": float(parts[4][:-1])})
+    return found
+
+
+class Probe:
+    """What the scheduler received and did while the pods bound: Node updates, its CPU seconds, CPU profiles."""
+
+    def __init__(self, lab, api, work):
+        self.lab, self.api, self.work = lab, api, work
+        self.updates = self.pid = self.cpu = None
+        self.profiles, self.threads = [], []
+
+    def released(self, released, counter):
+        self.updates = NodeUpdates(self.api)
+        self.updates.start()
+        scheduler = self.lab.scheduler()
+        self.pid = scheduler.get("pid")
+        self.cpu = cpu_seconds(self.pid)
+        url = (scheduler.get("metrics_url") or "").replace("/metrics", "/debug/pprof/profile?seconds=%d" % PROFILE_S)
+        for at in PROFILE_AT:
+            thread = threading.Thread(target=self.profile, args=(url, released, at, counter), daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def profile(self, url, released, at, counter):
+        # Wakes when the run ends: a profile of a scheduler with nothing left to bind is not taken.
+        if counter.done.wait(max(0.0, released + at - time.time())) or counter.all_bound_at is not None:
+            return
+        record = {"at_s": at, "bound_at_start": counter.count()}
+        try:
+            path = self.work / ("profile-%d.pb.gz" % at)
+            with urllib.request.urlopen(url, timeout=PROFILE_S + 60) as response:
+                path.write_bytes(response.read())
+            record.update(pprof_top(path))
+        except OSError as exc:
+            record["error"] = str(exc)
+        record["bound_at_end"] = counter.count()
+        self.profiles.append(record)
+
+    def result(self, bind_seconds):
+        cpu = cpu_seconds(self.pid)
+        for thread in self.threads:
+            thread.join(PROFILE_S + 90)
+        return {"node_updates": self.updates.result() if self.updates else None,
+                "scheduler_cpu_s": round(cpu - self.cpu, 1) if cpu is not None and self.cpu is not None else None,
+                "scheduler_cpu_per_s": round((cpu - self.cpu) / bind_seconds, 2)
+                if cpu is not None and self.cpu is not None and bind_seconds else None,
+                "profiles": sorted(self.profiles, key=lambda p: p["at_s"])}
+
+
+def throughput(api, core, count, limits, namespace, deadline=BIND_DEADLINE_S, probe=None):
     """Create `count` pods asking for `limits` (8 threads), each naming one of count/GROUP_SIZE PodGroups of
     minMember 1 that do not exist yet; then create the PodGroups and time until Volcano has bound every pod, or
-    until BIND_DEADLINE_S."""
+    until `deadline` seconds. A probe sees the release and gives its figures at the end."""
     core.create_namespace({"metadata": {"name": namespace}})
     counter = BoundPods(api, namespace, count)
     counter.start()
@@ -167,13 +345,15 @@ def throughput(api, core, count, limits, namespace):
         list(pool.map(create, range(count)))
     created = time.time() - started
     released = time.time()
+    if probe:
+        probe.released(released, counter)
     for index in range(groups):
         custom.create_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", namespace, "podgroups", {
             "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "g%03d" % index},
             "spec": {"minMember": 1, "queue": "default"}})
     bound, seconds, timeline, next_step = 0, None, [], released
     try:
-        while time.time() - released < BIND_DEADLINE_S:
+        while time.time() - released < deadline:
             bound = counter.count()
             if bound >= count and counter.all_bound_at is not None:
                 seconds = counter.all_bound_at - released
@@ -188,9 +368,12 @@ def throughput(api, core, count, limits, namespace):
     span = seconds if seconds is not None else time.time() - released
     if not timeline or timeline[-1] != [round(span, 1), bound]:
         timeline.append([round(span, 1), bound])
-    return {"pods": count, "bound": bound, "create_seconds": round(created, 1), "all_bound": bound >= count,
-            "bind_seconds": round(span, 1), "pods_per_s": round(bound / span, 2) if span else None,
-            "timeline": timeline}
+    result = {"pods": count, "bound": bound, "create_seconds": round(created, 1), "all_bound": bound >= count,
+              "bind_seconds": round(span, 1), "pods_per_s": round(bound / span, 2) if span else None,
+              "deadline_s": deadline, "timeline": timeline}
+    if probe:
+        result.update(probe.result(span))
+    return result
 
 
 def clear(core, namespace, timeout=1800):
@@ -211,9 +394,12 @@ def clear(core, namespace, timeout=1800):
     raise RuntimeError("namespace %s not gone within %d s" % (namespace, timeout))
 
 
-def one(out_work, count):
-    nodes_file, inventory, names = fleet(out_work / ("n%d" % count), count)
-    lab = common.Lab("b3", nodes_file=nodes_file)
+def one(out_work, count, variants, deadline):
+    work = out_work / ("n%d" % count)
+    nodes_file, inventory, names = fleet(work, count)
+    chosen = [variant(name) for name in variants]
+    lab = common.Lab("b3", nodes_file=nodes_file,
+                     options=["--volcano-fix"] if any(v["vars"]["volcano_scheduler_image_tag"] for v in chosen) else [])
     lab.up()
     sampler = Sampler(lab)
     sampler.start()
@@ -240,27 +426,51 @@ def one(out_work, count):
         watcher.join(600)
         plain = throughput(api, core, PODS_PER_NODE * count, PLAIN, "bench-b3-plain")
         clear(core, "bench-b3-plain")
-        vgpu = throughput(api, core, PODS_PER_NODE * count, VGPU, "bench-b3-vgpu")
         row = {"nodes": count, "gpus": 8 * count, "vgpus": 16 * count, "lab_up_s": round(lab.up_seconds, 1),
                "converge_s": round(converge, 1), "rerun_s": round(rerun, 1), "rerun_changed": recap2.get("changed"),
-               "registered_s": round(reg["seconds"], 1) if reg["seconds"] else None, "throughput": vgpu,
-               "plain": plain, "vgpu_to_plain": round(vgpu["pods_per_s"] / plain["pods_per_s"], 3)
-               if vgpu["pods_per_s"] and plain["pods_per_s"] else None, "lab": lab.settings()}
+               "registered_s": round(reg["seconds"], 1) if reg["seconds"] else None, "plain": plain, "variants": []}
+        for chosen_variant in chosen:
+            row["variants"].append(bind_variant(lab, api, core, inventory, count, chosen_variant, deadline,
+                                                work / chosen_variant["name"], plain))
         time.sleep(2)
         row["peak_rss_mib"] = sampler.peak
-        common.log("B3 %d nodes: %s" % (count, row))
+        common.log("B3 %d nodes: %s" % (count, json.dumps(row)[:2000]))
         return row
     finally:
         sampler.done.set()
         lab.down()
 
 
-def run(out_dir, sizes=(10, 100, 1000)):
+def bind_variant(lab, api, core, inventory, count, chosen, deadline, work, plain):
+    """Apply a variant as a site would (the volcano role rolls the scheduler and waits until it has seen every vGPU
+    node), then time the vGPU pods' binding under it, probed."""
+    work.mkdir(parents=True, exist_ok=True)
+    lab.set_option("plugin-register=%s" % chosen["plugin_register"])
+    applied, rc, recap = lab.playbook("cluster.yml", inventory, extra=chosen["vars"], tags="volcano")
+    if rc != 0:
+        raise RuntimeError("applying B3 variant %s on %d nodes failed: %s" % (chosen["name"], count, recap))
+    vgpu = throughput(api, core, PODS_PER_NODE * count, VGPU, "bench-b3-vgpu", deadline=deadline,
+                      probe=Probe(lab, api, work))
+    settings = lab.settings()
+    clear(core, "bench-b3-vgpu")
+    result = {"variant": chosen["name"], "label": chosen["label"], "vars": chosen["vars"],
+              "apply_s": round(applied, 1), "apply_changed": recap.get("changed"), "lab": settings,
+              "throughput": vgpu, "vgpu_to_plain": round(vgpu["pods_per_s"] / plain["pods_per_s"], 3)
+              if vgpu["pods_per_s"] and plain["pods_per_s"] else None}
+    common.log("B3 %d nodes, %s: %d of %d bound in %.0f s (%s binds/s)" % (
+        count, chosen["name"], vgpu["bound"], vgpu["pods"], vgpu["bind_seconds"], vgpu["pods_per_s"]))
+    return result
+
+
+def run(out_dir, sizes=(10, 100, 1000), variants=DEFAULT_VARIANTS, deadline=BIND_DEADLINE_S, name="b3-scale"):
+    for chosen in variants:
+        variant(chosen)  # an unknown name stops before any lab starts
     rows = []
     for count in sizes:
-        rows.append(one(out_dir / "b3-work", count))
+        rows.append(one(out_dir / "b3-work", count, variants, deadline))
         # Written after every size: a larger fleet that fails keeps the smaller ones' figures.
-        result = common.write_result(out_dir, "b3-scale", {
-            "pods_per_node": PODS_PER_NODE, "bind_deadline_s": BIND_DEADLINE_S, "group_size": GROUP_SIZE,
-            "timeline_step_s": TIMELINE_STEP_S, "runs": rows})
+        result = common.write_result(out_dir, name, {
+            "pods_per_node": PODS_PER_NODE, "bind_deadline_s": deadline, "group_size": GROUP_SIZE,
+            "timeline_step_s": TIMELINE_STEP_S, "profile_at_s": list(PROFILE_AT), "profile_s": PROFILE_S,
+            "variants": {v: variant(v)["label"] for v in variants}, "runs": rows})
     return result

@@ -1,6 +1,8 @@
 """gpufleet benchmarks (`make bench`): B1 host layers, B2 scheduling quality, B3 a 1000-node simulated fleet.
 
     python tools/bench/bench.py [--only b1,b2,b3] [--out docs/benchmarks] [--b1-sizes 1,4,8] [--b3-sizes ...]
+    python tools/bench/bench.py --only b3-settings     # B3 under the scheduler settings a site can change (the sweep
+                                                       # behind the volcano role's defaults; not in make bench)
     python tools/bench/bench.py report [--out DIR] [--doc PATH]     # the page from existing JSON
 
 Each benchmark writes its raw figures to <out>/<name>.json (by default docs/benchmarks/, the JSON the page names),
@@ -24,6 +26,15 @@ def sizes(text):
     return tuple(int(item) for item in text.split(",") if item)
 
 
+def names(text):
+    return tuple(item for item in text.split(",") if item)
+
+
+# The sweep of the scheduler's settings a site can change with stock images: node worker threads x log level.
+SETTINGS_SWEEP = ("w20-v3", "w20-v2", "w2-v3", "w2-v2", "w1-v3", "w1-v2")
+SETTINGS_DEADLINE_S = 300
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("cmd", nargs="?", default="run", choices=("run", "report"))
@@ -35,6 +46,11 @@ def main(argv=None):
     parser.add_argument("--b2-seeds", type=sizes, default=(0, 1, 2, 3, 4), help="trace seeds per split")
     parser.add_argument("--b2-repeats", type=int, default=2, help="runs of each trace under each configuration")
     parser.add_argument("--b3-sizes", type=sizes, default=(10, 100, 1000))
+    parser.add_argument("--b3-variants", type=names, default=None,
+                        help="B3's variants, in order (default: stock,fixed,quiet-plugin; b3-settings: the sweep)")
+    parser.add_argument("--b3-deadline", type=int, default=None, help="seconds after the release a B3 run stops "
+                        "(default 900; b3-settings: 300)")
+    parser.add_argument("--b3-settings-sizes", type=sizes, default=(100, 1000))
     parser.add_argument("--doc", default=str(common.ROOT / "docs" / "benchmarks.md"))
     parser.add_argument("--start-file", help="JSON of `make bench`'s start (its time, the caches it found)")
     args = parser.parse_args(argv)
@@ -45,7 +61,10 @@ def main(argv=None):
         make = json.loads(pathlib.Path(args.start_file).read_text()) if args.start_file else None
         wanted = args.only.split(",")
         timings = {}
-        for name in ("b1", "b2", "b3"):
+        unknown = sorted(set(wanted) - {"b1", "b2", "b3", "b3-settings"})
+        if unknown:
+            parser.error("unknown benchmark(s) %s (allowed: b1, b2, b3, b3-settings)" % ", ".join(unknown))
+        for name in ("b1", "b2", "b3", "b3-settings"):
             if name not in wanted:
                 continue
             t0 = time.time()
@@ -56,9 +75,14 @@ def main(argv=None):
                 elif name == "b2":
                     import b2_scheduling  # pylint: disable=import-outside-toplevel
                     b2_scheduling.run(out, args.b2_splits, args.b2_seeds, args.b2_repeats)
+                elif name == "b3":
+                    import b3_scale  # pylint: disable=import-outside-toplevel
+                    b3_scale.run(out, args.b3_sizes, args.b3_variants or b3_scale.DEFAULT_VARIANTS,
+                                 args.b3_deadline or b3_scale.BIND_DEADLINE_S)
                 else:
                     import b3_scale  # pylint: disable=import-outside-toplevel
-                    b3_scale.run(out, args.b3_sizes)
+                    b3_scale.run(out, args.b3_settings_sizes, args.b3_variants or SETTINGS_SWEEP,
+                                 args.b3_deadline or SETTINGS_DEADLINE_S, name="b3-settings")
             except Exception:  # pylint: disable=broad-except  # the others still run; the exit status tells
                 traceback.print_exc()
                 failed.append(name)

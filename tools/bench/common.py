@@ -81,9 +81,22 @@ def source():
     return result
 
 
+def portable(value):
+    """`value` with the paths of this machine made relative: the checkout's as paths from its root, the cache's
+    as $GPUFLEET_CACHE/..., anything else under /tmp as <tmp>/...: the JSON says where, not whose machine."""
+    if isinstance(value, dict):
+        return {key: portable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [portable(item) for item in value]
+    if isinstance(value, str):
+        value = value.replace(str(ROOT) + "/", "").replace(str(CACHE), "$GPUFLEET_CACHE")
+        return re.sub(r"(^|[=\s])/tmp/[^/\s]+", r"\1<tmp>", value)
+    return value
+
+
 def write_result(out_dir, name, data):
     out_dir.mkdir(parents=True, exist_ok=True)
-    data = dict(data, machine=machine(), versions=versions(), source=source())
+    data = portable(dict(data, machine=machine(), versions=versions(), source=source()))
     (out_dir / ("%s.json" % name)).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     log("raw figures: %s" % (out_dir / ("%s.json" % name)))
     return data
@@ -92,16 +105,16 @@ def write_result(out_dir, name, data):
 class Lab:
     """A lab of the benchmark's own (its own directory, so `make site`'s lab is never touched)."""
 
-    def __init__(self, name, nodes_file=None, hosts=False):
+    def __init__(self, name, nodes_file=None, hosts=False, options=()):
         self.dir = CACHE / ("bench-%s" % name)
         self.env = dict(os.environ, GPUFLEET_LAB_DIR=str(self.dir))
-        self.nodes_file, self.hosts = nodes_file, hosts
+        self.nodes_file, self.hosts, self.options = nodes_file, hosts, list(options)
 
     def up(self):
         subprocess.run(LAB_PY + ["down"], env=self.env, check=True, capture_output=True)
         argv = LAB_PY + ["up"] + (["--nodes", str(self.nodes_file)] if self.nodes_file else [])
         # No Prometheus: its scrapes would take CPU from what the benchmarks measure.
-        argv += ([] if self.hosts else ["--no-hosts"]) + ["--no-prometheus"]
+        argv += ([] if self.hosts else ["--no-hosts"]) + ["--no-prometheus"] + self.options
         self.argv = argv[len(LAB_PY):]
         started = time.time()
         subprocess.run(argv, env=self.env, check=True)
@@ -110,12 +123,23 @@ class Lab:
         return self
 
     def settings(self):
-        """What this lab ran, for the JSON: how it was started, and Volcano's scheduler as its Deployment gives it
-        (the lab runs Volcano's processes with their Deployments' arguments and adds nothing: tools/lab/README.md)."""
+        """What this lab ran, for the JSON: how it was started, its options now, and Volcano's scheduler as its
+        Deployment gives it (the lab runs Volcano's processes with their Deployments' arguments and adds nothing:
+        tools/lab/README.md) with the build that ran it (stock, or with tools/upstream/volcano's patches)."""
         from kubernetes import client  # pylint: disable=import-outside-toplevel
         container = client.AppsV1Api(self.api()).read_namespaced_deployment(
             "volcano-scheduler", "volcano-system").spec.template.spec.containers[0]
-        return {"lab_up": self.argv, "scheduler_image": container.image, "scheduler_args": list(container.args or [])}
+        lab = json.loads((self.dir / "lab.json").read_text())
+        return {"lab_up": self.argv, "scheduler_image": container.image, "scheduler_args": list(container.args or []),
+                "scheduler_build": self.scheduler().get("build"), "volcano_fix": lab.get("volcano_fix"),
+                "plugin_register": lab.get("plugin_register")}
+
+    def scheduler(self):
+        """The lab controller's record of Volcano's scheduler process: pid, build, metrics_url."""
+        return json.loads((self.dir / "children.json").read_text()).get("vc-scheduler") or {}
+
+    def set_option(self, option):
+        subprocess.run(LAB_PY + ["set", option], env=self.env, check=True, capture_output=True)
 
     def down(self):
         subprocess.run(LAB_PY + ["down"], env=self.env, check=False, capture_output=True)

@@ -3,7 +3,9 @@
 # into $GPUFLEET_CACHE/lab-bin/<group>-<hash of go.mod, go.sum, the group's own Go sources and the command list>/,
 # skipping groups already built for those pins. Prints what it built and how long it took.
 #
-# usage: tools/lab/build.sh [group ...]      groups: kubernetes etcd kwok helm volcano hami (default: all)
+# usage: tools/lab/build.sh [group ...]      groups: kubernetes etcd kwok helm volcano hami (default: all), and
+#        volcano-fix: Volcano's scheduler with the patches of tools/upstream/volcano/patches (only when named: the
+#        lab runs it only when started with --volcano-fix; what the roles deploy is the stock release)
 #
 # Modules this workplace's module proxy refuses although they are public (volcano.sh/apis v1.15, the HAMi plugin)
 # come from a read-only file proxy in shared/goproxy when that folder exists beside (or in) the checkout; go.sum
@@ -13,13 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cache=${GPUFLEET_CACHE:-/var/cache/gpufleet}/lab-bin
 mkdir -p "$cache"
-for shared in "$root/shared/goproxy" "$root/../shared/goproxy"; do
-  if [ -d "$shared" ]; then
-    GOPROXY="file://$(cd "$shared" && pwd),$(go env GOPROXY)"
-    export GOPROXY
-    break
-  fi
-done
+source "$here/goproxy.sh"
 
 declare -A commands=(
   [kubernetes]="k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl ./lab-devicemanager"
@@ -28,7 +24,12 @@ declare -A commands=(
   [helm]="helm.sh/helm/v3/cmd/helm"
   [volcano]="volcano.sh/volcano/cmd/scheduler volcano.sh/volcano/cmd/controller-manager volcano.sh/volcano/cmd/webhook-manager"
   [hami]="volcano.sh/k8s-device-plugin/cmd/vgpu volcano.sh/k8s-device-plugin/cmd/vgpu-monitor"
+  [volcano-fix]="volcano.sh/volcano/cmd/scheduler"
 )
+# A patched group builds in its base group's folder (the same pins), with its module copied out of the module cache
+# and patched (tools/upstream/patched_module.py), through `go build -modfile`.
+declare -A base=([volcano-fix]=volcano)
+declare -A patched=([volcano-fix]="volcano.sh/volcano $root/tools/upstream/volcano/patches")
 # go-nvml loads libnvidia-ml.so.1 at run time through cgo (dlopen); everything else is static.
 declare -A cgo=([hami]=1)
 groups=("$@")
@@ -36,8 +37,13 @@ groups=("$@")
 
 for group in "${groups[@]}"; do
   [ -n "${commands[$group]:-}" ] || { echo "unknown group '$group' (allowed: ${!commands[*]})" >&2; exit 2; }
-  # The key covers the pins, the group's own Go sources and the command list: any of them changes the binaries.
-  key=$( (cat "$here/$group/go.mod" "$here/$group/go.sum"; find "$here/$group" -name '*.go' -type f | sort | xargs cat
+  dir=$here/${base[$group]:-$group}
+  patch_dir=
+  [ -z "${patched[$group]:-}" ] || patch_dir=${patched[$group]#* }
+  # The key covers the pins, the group's own Go sources, its patches and the command list: any of them changes the
+  # binaries.
+  key=$( (cat "$dir/go.mod" "$dir/go.sum"; find "$dir" -name '*.go' -type f | sort | xargs cat
+          [ -z "$patch_dir" ] || cat "$patch_dir"/*.patch
           echo "${commands[$group]}") | sha256sum | cut -c1-16)
   out="$cache/$group-$key"
   if [ -f "$out/.complete" ]; then
@@ -59,7 +65,12 @@ for group in "${groups[@]}"; do
     ldflags="$ldflags -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=1"
     ldflags="$ldflags -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
   fi
-  (cd "$here/$group" && CGO_ENABLED=${cgo[$group]:-0} go build -trimpath -buildvcs=false -ldflags="$ldflags" \
+  modfile=()
+  if [ -n "$patch_dir" ]; then
+    modfile=("-modfile=$(python3 "$root/tools/upstream/patched_module.py" "$dir" "${patched[$group]%% *}" \
+      "$patch_dir" "$cache/$group-$key.src")")
+  fi
+  (cd "$dir" && CGO_ENABLED=${cgo[$group]:-0} go build "${modfile[@]}" -trimpath -buildvcs=false -ldflags="$ldflags" \
     -o "$out.tmp/" "${pkgs[@]}")
   # etcd's main package is the module root go.etcd.io/etcd/server/v3 and builds as "server": give it its name.
   if [ -f "$out.tmp/server" ]; then mv "$out.tmp/server" "$out.tmp/etcd"; fi

@@ -20,6 +20,7 @@ GROUPS = ("etcd", "kubernetes", "kwok", "helm", "volcano", "hami")
 GPUS_ANNOTATION = "lab.gpufleet.io/gpus"
 ADMITTED = "lab.gpufleet.io/admitted"
 VGPU_LIMIT = '.spec.containers.[].resources.limits."volcano.sh/vgpu-number"'
+PLUGIN_REGISTER = ("periodic", "on-change")
 
 
 def binaries(groups=GROUPS):
@@ -149,6 +150,9 @@ def up(args):  # pylint: disable=too-many-locals
         raise SystemExit("a lab is already running or was not stopped (%s); run 'lab.py down' first" % LAB)
     t0 = time.time()
     bins = binaries()
+    if args.volcano_fix:
+        # Its own folder (lab-bin/volcano-fix): its scheduler must not take the stock one's name in `bins`.
+        subprocess.run([str(HERE / "build.sh"), "volcano-fix"], check=True)
     for d in ("pki", "etcd", "logs", "bin"):
         (LAB / d).mkdir(parents=True, exist_ok=True)
     pki_dir = LAB / "pki"
@@ -217,7 +221,12 @@ def up(args):  # pylint: disable=too-many-locals
         "kubeconfig": str(LAB / "kubeconfig"), "helm": str(LAB / "bin" / "helm"),
         "kubectl": str(LAB / "bin" / "kubectl"), "volcano_chart": str(chart),
         "volcano_version": chart_version(chart), "plugin_version": images.plugin_version(),
-        "nodes_file": str(nodes_file), "hosts": host_names})
+        "nodes_file": str(nodes_file), "hosts": host_names,
+        # Lab options (README, "Lab options"): off unless asked for, and recorded for the benchmarks' JSON.
+        "volcano_fix": {"tag": images.volcano_version() + images.VOLCANO_FIX_SUFFIX,
+                        "patches": sorted(p.name for p in (HERE.parent / "upstream" / "volcano" / "patches")
+                                          .glob("*.patch"))} if args.volcano_fix else None,
+        "plugin_register": args.plugin_register})
     hosts_up = not args.no_hosts and hosts.start(host_names, state)
     if not args.no_prometheus:
         prometheus_url = prometheus.start(state, hosts.node_exporters(host_names) if hosts_up else {})
@@ -234,6 +243,19 @@ def up(args):  # pylint: disable=too-many-locals
         wait_volcano()
     log("ready in %.0f s: export KUBECONFIG=%s; %s get nodes"
         % (time.time() - t0, LAB / "kubeconfig", LAB / "bin" / "kubectl"))
+
+
+def set_option(args):
+    """`lab.py set plugin-register=on-change`: a lab option the controller reads on its next pass."""
+    name, _, value = args.option.partition("=")
+    if name != "plugin-register" or value not in PLUGIN_REGISTER:
+        raise SystemExit("unknown option %r (allowed: plugin-register=%s)" % (args.option, "|".join(PLUGIN_REGISTER)))
+    lab = read_json(LAB / "lab.json")
+    if not lab:
+        raise SystemExit("no lab runs in %s" % LAB)
+    lab["plugin_register"] = value
+    write_json(LAB / "lab.json", lab)
+    log("plugin-register=%s" % value)
 
 
 def down(_args):

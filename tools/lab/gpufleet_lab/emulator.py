@@ -15,7 +15,9 @@ What v1.12.0 does at its start, and so what this reads once per plugin pod:
   config.FilterDeviceToRegister).
 What it registers (plugin.RegisterInAnnotation, every 30 s; server.apiDevices through kubelet's ListAndWatch):
 - annotation volcano.sh/node-vgpu-register: per GPU "UUID,split,MiB/factor,NVIDIA-<name>,true,mode:"; the
-  handshake annotation "Reported <time>" with it;
+  handshake annotation "Reported <time>" with it. With the lab option plugin-register=on-change, as the plugin's
+  main branch does since commit 9a6973b (volcano-sh/volcano#5388's counterpart, after v1.12.0): the register
+  annotation only, written only when its value changed (pkg/plugin/register.go compares it with the Node's);
 - allocatable vgpu-number = GPUs x split, vgpu-memory = sum of MiB/factor, vgpu-cores = GPUs x int(100 x
   scaling), one kubelet device per unit. kubelet reads ListAndWatch with gRPC's 4 MiB message limit: a larger device
   list (about 63,000 memory entries of a real UUID) is dropped and the resource stays 0.
@@ -31,7 +33,7 @@ import zlib
 import yaml
 
 from . import images, kube, volcano
-from .paths import log
+from .paths import LAB, log, read_json
 
 GPUS = "lab.gpufleet.io/gpus"
 ADMITTED = "lab.gpufleet.io/admitted"
@@ -187,6 +189,7 @@ class Emulator:
         for uid in set(self.pods) - seen:
             del self.pods[uid]
         now = time.time()
+        periodic = read_json(LAB / "lab.json").get("plugin_register", "periodic") == "periodic"
         for node_name, conf in sorted(active.items()):
             if "error" in conf:
                 self.note("plugin on %s does not register: %s" % (node_name, conf["error"]))
@@ -196,8 +199,11 @@ class Emulator:
             allocatable = node.status.allocatable or {}
             if any(allocatable.get(k) != v for k, v in resources.items()):
                 self.core.patch_node_status(node_name, {"status": {"capacity": resources, "allocatable": resources}})
-            if (node.metadata.annotations.get(REGISTER) != value
-                    or now - self.registered.get(node_name, 0) >= REGISTER_PERIOD):
+            if not periodic:
+                if node.metadata.annotations.get(REGISTER) != value:
+                    self.core.patch_node(node_name, {"metadata": {"annotations": {REGISTER: value}}})
+            elif (node.metadata.annotations.get(REGISTER) != value
+                  or now - self.registered.get(node_name, 0) >= REGISTER_PERIOD):
                 self.core.patch_node(node_name, {"metadata": {"annotations": {
                     REGISTER: value, HANDSHAKE: "Reported " + go_time_string()}}})
                 self.registered[node_name] = now

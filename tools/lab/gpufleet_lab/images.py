@@ -8,6 +8,12 @@ volcano-vgpu-device-plugin (Project-HAMi, docker/Dockerfile.ubuntu20.04 of the p
     in the image: the lab has none, so an empty file of that name stands in (nothing in the lab loads it; the
     postStart hook copies it, as it copies the real one).
 Only the tag the lab builds runs; another tag of the image is refused with a message, never run with other code.
+
+Volcano's scheduler (volcanosh/vc-scheduler): the tag of the pinned module (tools/lab/volcano/go.mod) runs the
+stock build. A lab started with --volcano-fix also runs VOLCANO_FIX_SUFFIX after that tag (v1.15.1-gpufleet-fix) as
+the scheduler built with the patches of tools/upstream/volcano, as a site that built that image would deploy it
+(volcano_scheduler_image_tag); any other tag is refused. The controller-manager and webhook-manager run the stock
+build.
 """
 
 import pathlib
@@ -17,6 +23,8 @@ import subprocess
 from .paths import BIN, HERE, LAB
 
 PLUGIN_IMAGE = re.compile(r"(^|/)volcano-vgpu-device-plugin:(?P<tag>[^@]+)(@.*)?$")
+SCHEDULER_IMAGE = re.compile(r"(^|/)vc-scheduler:(?P<tag>[^@]+)(@.*)?$")
+VOLCANO_FIX_SUFFIX = "-gpufleet-fix"
 
 
 def _module_version(group, module):
@@ -32,6 +40,26 @@ def _module_version(group, module):
 def plugin_version():
     """The plugin version the lab builds (tools/lab/hami/go.mod)."""
     return _module_version("hami", "volcano.sh/k8s-device-plugin")
+
+
+def volcano_version():
+    """The Volcano version the lab builds (tools/lab/volcano/go.mod)."""
+    return _module_version("volcano", "volcano.sh/volcano")
+
+
+def scheduler_build(image, fix_allowed):
+    """(lab-bin group, None) that runs a vc-scheduler image, or (None, why it is refused)."""
+    match = SCHEDULER_IMAGE.search(image or "")
+    built = volcano_version()
+    tag = match.group("tag") if match else None
+    if tag == built:
+        return "volcano", None
+    if tag == built + VOLCANO_FIX_SUFFIX:
+        if fix_allowed:
+            return "volcano-fix", None
+        return None, "%s is the scheduler with tools/upstream/volcano's patches: start the lab with --volcano-fix" % image
+    return None, "the lab builds Volcano's scheduler %s only (and %s%s with --volcano-fix); %s is not run" % (
+        built, built, VOLCANO_FIX_SUFFIX, image)
 
 
 def _module_dir(group, module):

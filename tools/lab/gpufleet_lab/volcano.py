@@ -6,9 +6,10 @@ here and kept in sync as kubelet keeps a ConfigMap volume), its listen addresses
 server: as in a pod, KUBERNETES_SERVICE_HOST/PORT and the token of the Deployment's service account, bound to
 the Deployment's pod (serviceaccount.py) - so the chart's RBAC is what Volcano can do, and Volcano's device code,
 which builds its API client from the in-cluster config only, works. Nothing else is added or changed:
-- vc-scheduler: restarted when its pod template changes (a rollout); a changed ConfigMap only rewrites the file,
-  which the scheduler watches and reloads, as in a cluster (deviceshare keeps what it read at start, which is why
-  the volcano role rolls the scheduler on a changed configuration);
+- vc-scheduler: the build its image names (images.scheduler_build: the stock one, or with --volcano-fix the one
+  with tools/upstream/volcano's patches); restarted when its pod template changes (a rollout); a changed ConfigMap
+  only rewrites the file, which the scheduler watches and reloads, as in a cluster (deviceshare keeps what it read
+  at start, which is why the volcano role rolls the scheduler on a changed configuration);
 - vc-controller-manager: restarted when its pod template changes;
 - vc-webhook-manager: rolled without a gap when its pod template changes; its admission ConfigMap is rewritten in
   place (it watches the file). The admission Service is routed to it: an EndpointSlice with this machine's address
@@ -22,7 +23,7 @@ import socket
 import time
 import zlib
 
-from . import kube, pki, serviceaccount
+from . import images, kube, pki, serviceaccount
 from .paths import BIN, LAB, free_port, log, read_json
 from .procs import Child
 
@@ -105,6 +106,8 @@ class Volcano:
         self.discovery = client.DiscoveryV1Api(api)
         self.host_ip = host_ip()
         self.children = {name: Child(name) for name in ("vc-scheduler", "vc-controller-manager", "vc-webhook-manager")}
+        self.refused = None  # why the scheduler's image is not run, once logged
+        self.scheduler_build = None
         self.ports = {"scheduler-metrics": free_port(), "controller-metrics": free_port(), "webhook": free_port()}
         api_port = read_json(LAB / "state.json")["ports"]["apiserver"]
         self.env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
@@ -123,7 +126,7 @@ class Volcano:
         self.credentials[name].ensure(self.core, pod)
         return pod
 
-    def command(self, name, deploy, binary, replace):
+    def command(self, name, deploy, binary, replace, group="volcano"):
         """(fingerprint, argv) of a component: its Deployment's arguments with `replace` set to the lab's values, run
         with its pod's credentials; None while the Deployment has no Running pod. The fingerprint changes with the
         pod template (a rollout) and with the pod."""
@@ -132,7 +135,7 @@ class Volcano:
             return None
         args = translate(deploy.spec.template.spec.containers[0].args, replace)
         return (_fingerprint(deploy.spec.template.to_dict(), pod.metadata.uid),
-                self.credentials[name].argv() + [str(BIN / "volcano" / binary)] + args)
+                self.credentials[name].argv() + [str(BIN / group / binary)] + args)
 
     def deployment(self, app):
         found = [d for d in self.apps.list_deployment_for_all_namespaces(label_selector="app=%s" % app).items
@@ -159,11 +162,19 @@ class Volcano:
                 % (deploy.metadata.namespace, cm_name, key))
             child.stop()
             return
+        group, refused = images.scheduler_build(container.image, bool(read_json(LAB / "lab.json").get("volcano_fix")))
+        if refused:
+            if refused != self.refused:
+                log("controller: scheduler not started: %s" % refused)
+            self.refused = refused
+            child.stop()
+            return
+        self.refused, self.scheduler_build = None, group
         conf_file = LAB / "scheduler" / os.path.basename(conf_path)
         write_if_changed(conf_file, conf)
         planned = self.command("vc-scheduler", deploy, "scheduler", {
             "scheduler-conf": conf_file, "listen-address": "%s:%d" % (self.host_ip, self.ports["scheduler-metrics"]),
-            "healthz-address": "127.0.0.1:%d" % free_port()})
+            "healthz-address": "127.0.0.1:%d" % free_port()}, group=group)
         if planned:
             child.ensure(planned[0], planned[1], self.env)
 
@@ -249,6 +260,7 @@ class Volcano:
         state = {name: dict(c.identity(), ready=c.alive(), restarts=c.restarts) for name, c in self.children.items()}
         # The API server's service proxy reaches pod IPs only, and kwok's pods have none here: clients of the
         # scheduler's metrics (the smoke test, the monitoring) use this URL in the lab.
+        state["vc-scheduler"]["build"] = self.scheduler_build
         state["vc-scheduler"]["metrics_url"] = "http://%s:%d/metrics" % (self.host_ip,
                                                                          self.ports["scheduler-metrics"])
         state["vc-controller-manager"]["metrics_url"] = "http://127.0.0.1:%d/metrics" % self.ports["controller-metrics"]

@@ -56,7 +56,8 @@ def test_after_a_scheduler_restart_a_node_counts_only_once_it_re_registered():
     """Volcano builds a node's vGPU devices only at a node update after its first session: the plugin's next
     handshake, at least 10 s after the running scheduler container started, is what the volcano role waits for."""
     def node(name, reported):
-        annotations = {"volcano.sh/node-vgpu-handshake": reported} if reported else {}
+        annotations = {reg.REGISTER: "GPU-1,2,8188,NVIDIA-NVIDIA GeForce RTX 4090,true,hami-core:",
+                       "volcano.sh/node-vgpu-handshake": reported} if reported else {}
         return {"metadata": {"name": name, "annotations": annotations}}
     pods = [scheduler_pod("2026-12-01T11:00:00Z", deleting=True), scheduler_pod("2026-12-01T11:05:00Z")]
     assert reg.scheduler_started(pods) == "2026-12-01T11:05:00Z"
@@ -80,3 +81,36 @@ def test_registration_due(reported, due):
     node = {"metadata": {"name": "rig01", "annotations": {reg.HANDSHAKE: reported} if reported else {}}}
     got = reg.registration_due(node, started)
     assert (got.strftime("%H:%M:%S") if got else None) == due
+
+
+def quiet_node(name, resync=None):
+    """A node of a plugin that writes only its registration, and only when it changed (the plugin after v1.12.0)."""
+    annotations = {reg.REGISTER: "GPU-1,2,8188,NVIDIA-NVIDIA GeForce RTX 4090,true,hami-core:"}
+    if resync:
+        annotations[reg.RESYNC] = resync
+    return {"metadata": {"name": name, "annotations": annotations}}
+
+
+def test_a_plugin_without_handshake_is_seen_once_marked_for_the_running_scheduler():
+    pods = [scheduler_pod("2026-12-01T11:05:00Z")]
+    nodes = [quiet_node("rig01"),                                   # never changed since the start: unseen
+             quiet_node("rig02", resync="2026-12-01T11:00:00Z"),    # marked for the scheduler before: unseen
+             quiet_node("rig03", resync="2026-12-01T11:05:00Z")]    # marked for this one
+    assert reg.unseen_nodes(nodes, pods) == ["rig01", "rig02"]
+
+
+@pytest.mark.parametrize("now, wait", [
+    ("2026-12-01T11:05:02Z", 9),     # 8 s before the first session is due, and a second to be sure
+    ("2026-12-01T11:05:30Z", 0),     # due already
+])
+def test_resync_patches_wait_for_the_first_session_and_mark_only_unseen_nodes(now, wait):
+    pods = [scheduler_pod("2026-12-01T11:05:00Z")]
+    nodes = [quiet_node("rig01"), quiet_node("rig02", resync="2026-12-01T11:05:00Z"), {"metadata": {"name": "m0"}}]
+    moment = datetime.datetime.strptime(now, "%Y-%m-%dT%H:%M:%S%z")
+    result = reg.resync_patches(nodes, pods, moment)
+    assert result["wait_seconds"] == wait
+    assert result["patches"] == [{"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": "rig01", "annotations": {reg.RESYNC: "2026-12-01T11:05:00Z"}}}]
+    # Once patched, nothing is left to mark: a rerun changes nothing.
+    marked = [quiet_node("rig01", resync="2026-12-01T11:05:00Z")]
+    assert reg.resync_patches(marked, pods, moment) == {"wait_seconds": 0, "patches": []}
