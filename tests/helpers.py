@@ -49,4 +49,6 @@ def failed_messages(out):
             for res in task["hosts"].values():
                 if res.get("failed"):
                     msgs.append(res.get("msg", ""))
+                    # A loop's failed items carry their own messages ("One or more items failed" above them).
+                    msgs.extend(item.get("msg", "") for item in res.get("results") or [] if item.get("failed"))
     return msgs

@@ -23,22 +23,19 @@ options:
     type: list
     elements: dict
     required: true
-  memory_factor:
-    description: MiB per C(volcano.sh/vgpu-memory) unit (gpuMemoryFactor).
-    type: int
-    default: 1
-  default_memory:
+  device_configmap:
     description:
-      - What a vGPU request without C(volcano.sh/vgpu-memory) gets, as the device_plugin role recorded it on the
-        device ConfigMap (annotation C(gpufleet.io/vgpu-default-memory)); empty means the whole card, Volcano's rule.
-    type: str
-    default: ""
+      - The plugin's device ConfigMap as C(kubernetes.core.k8s_info) returns it, or null. It gives the MiB per
+        C(volcano.sh/vgpu-memory) unit (its gpuMemoryFactor; 1 without it) and what a vGPU request without
+        C(volcano.sh/vgpu-memory) gets, as the device_plugin role recorded it (empty means the whole card, Volcano's
+        rule).
+    type: dict
 """
 
 EXAMPLES = r"""
 - name: Capacity
   ansible.builtin.debug:
-    msg: "{{ (nodes.resources | gpufleet.vgpu.vgpu_capacity_report(pods.resources, 3)).markdown }}"
+    msg: "{{ (nodes.resources | gpufleet.vgpu.vgpu_capacity_report(pods.resources, configmap.resources | first)).markdown }}"
 """
 
 RETURN = r"""
@@ -49,10 +46,13 @@ _value:
 """
 
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _capacity as cap
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _contract
 
 
-def vgpu_capacity_report(nodes, pods, memory_factor=1, default_memory=""):
-    return cap.full_report(nodes, pods, memory_factor, default_memory)
+def vgpu_capacity_report(nodes, pods, device_configmap=None):
+    annotations = ((device_configmap or {}).get("metadata") or {}).get("annotations") or {}
+    return cap.full_report(nodes, pods, _contract.memory_factor(device_configmap) or 1,
+                           annotations.get(_contract.DEFAULT_MEMORY, ""))
 
 
 def smoke_line(result):

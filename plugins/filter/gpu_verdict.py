@@ -45,7 +45,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.vgpu.plugins.module_utils._gpu_policy import evaluate, fleet_summary, validate_expect
+from ansible_collections.gpufleet.vgpu.plugins.module_utils._gpu_policy import evaluate, fleet_summary
 
 
 def gpu_verdict(inventory, node, expect=None):
@@ -53,10 +53,6 @@ def gpu_verdict(inventory, node, expect=None):
         return evaluate(node, inventory, expect or {})
     except ValueError as exc:
         raise AnsibleFilterError("gpu_verdict: invalid expectations for %s: %s" % (node, exc)) from exc
-
-
-def gpu_expect_errors(expect):
-    return validate_expect(expect)
 
 
 def gpu_fleet_summary(verdicts):
@@ -70,5 +66,4 @@ class FilterModule:
         return {
             "gpu_verdict": gpu_verdict,
             "gpu_fleet_summary": gpu_fleet_summary,
-            "gpu_expect_errors": gpu_expect_errors,
         }

@@ -4,42 +4,35 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
-name: vgpu_plugin_plan
-short_description: Per-node vGPU settings of role device_plugin, from inventory host and group vars
+name: vgpu_registration_check
+short_description: Compare the GPU nodes' registered vGPU resources with what the inventory asks for
 version_added: 0.1.0
 author: gpufleet maintainers (@gpufleet)
 description:
-  - Reads each GPU host's C(device_plugin_vgpu) (over the fleet's, key by key) and GPUs (measured by gpu_verify,
-    else declared in C(device_plugin_gpus)), computes gpuMemoryFactor from the largest node, and returns the
-    rendered ConfigMap contents and the registration every node must reach.
+- Checks C(volcano.sh/vgpu-number), C(volcano.sh/vgpu-memory) and C(volcano.sh/vgpu-cores) in each node's allocatable against
+  the C(expected) map of the device_plugin role's plan (M(gpufleet.vgpu.role_plan)).
+- Whether Volcano's scheduler has seen the registration is C(vgpu_unseen_nodes).
 options:
   _input:
-    description: >-
-      Dict with C(hosts) (inventory hosts), C(vgpu) (the fleet's C(device_plugin_vgpu)), C(memory_factor) (auto or
-      an integer), C(device_config), C(version) and C(node_label).
-    type: dict
+    description: Node objects as C(kubernetes.core.k8s_info) returns them.
+    type: list
+    elements: dict
     required: true
-  hostvars:
-    description: Ansible's C(hostvars), or a dict of host to variables.
+  expected:
+    description: C(expected) of the device_plugin role's plan (M(gpufleet.vgpu.role_plan)).
     type: dict
     required: true
 """
 
 EXAMPLES = r"""
-- name: Plan the plugin configuration
-  ansible.builtin.set_fact:
-    plan: >-
-      {{ {'hosts': groups['gpu_nodes'], 'vgpu': {'split': 2}, 'memory_factor': 'auto', 'device_config': {},
-          'version': 'v1.12.0'} | gpufleet.vgpu.vgpu_plugin_plan(hostvars) }}
+- name: Check
+  ansible.builtin.debug:
+    msg: "{{ (nodes.resources | gpufleet.vgpu.vgpu_registration_check(plan.expected)).problems }}"
 """
 
 RETURN = r"""
 _value:
-  description: >-
-    C(errors) (nothing else when not empty), C(memory_factor), C(device_config), C(node_config) (JSON text),
-    C(expected) (per node vgpu-number/-memory/-cores), C(daemonsets), C(node_label_patches), C(factor_by_node)
-    (the factor each node alone would need), C(gpus) (what each node registers) and C(config_hash) (the plugin
-    pods roll on it).
+  description: C(ok) and C(problems) (one line per node and resource that differs, naming the node).
   type: dict
 """
 
@@ -50,10 +43,6 @@ from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _compat
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _gpu_hosts
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _vgpu_plugin as vp
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _admission
-
-
-def vgpu_plugin_plan(settings, hostvars):
-    return vp.plan(settings, _gpu_hosts.read(settings.get("hosts"), hostvars))
 
 
 def vgpu_registration_check(nodes, expected):
@@ -97,7 +86,7 @@ class FilterModule:
     """vGPU device plugin filters."""
 
     def filters(self):
-        return {"vgpu_plugin_plan": vgpu_plugin_plan, "vgpu_registration_check": vgpu_registration_check,
+        return {"vgpu_registration_check": vgpu_registration_check,
                 "vgpu_unseen_nodes": vgpu_unseen_nodes, "vgpu_resync_patches": vgpu_resync_patches,
                 "vgpu_conflicting_daemonsets": vgpu_conflicting_daemonsets,
                 "vgpu_version_compatibility": vgpu_version_compatibility, "vgpu_node_names": vgpu_node_names,

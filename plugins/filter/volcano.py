@@ -4,48 +4,40 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
-name: volcano_plan
-short_description: Validate and build the Volcano scheduler, admission and chart settings of role volcano
+name: volcano_scheduler_labels
+short_description: Pod labels that roll Volcano's scheduler when a configuration it reads once changes
 version_added: 0.1.0
 author: gpufleet maintainers (@gpufleet)
 description:
-  - Validates the structured scheduler settings (actions, tiers, deviceshare, binpack) and returns the scheduler
-    configuration, the admission configuration, the chart's C(enabled_admissions) string and a hash of the
-    configuration that rolls the scheduler when it changes.
+- The scheduler conf's hash (C(gpufleet.io/scheduler-config)) and, where the conf enables deviceshare, a hash of the device
+  ConfigMap's data as the cluster has it (C(gpufleet.io/device-config); C(missing) when it does not exist). deviceshare
+  loads that ConfigMap once per process (Volcano 1.15.1, config.InitDevicesConfig), so a change by anyone - the device_plugin
+  role, or a hand edit - rolls the scheduler at the volcano role's next chart upgrade.
 options:
   _input:
-    description: >-
-      Dict with C(actions) (list or Volcano's comma string), C(tiers), C(deviceshare), C(binpack),
-      C(custom_plugins), C(admission_namespaces), C(enabled_admissions) and C(scheduler_name). deviceshare arguments
-      written inside C(tiers) are merged with C(deviceshare) and checked alike.
+    description: The volcano role's plan (M(gpufleet.vgpu.role_plan)).
     type: dict
     required: true
+  device_configmaps:
+    description: The device ConfigMap as C(kubernetes.core.k8s_info) returns it (its C(resources)); omit where the plan
+      has no C(device_configmap).
+    type: list
+    elements: dict
 """
 
 EXAMPLES = r"""
-- name: Plan the scheduler configuration
+- name: Labels for the chart's scheduler_podLabels
   ansible.builtin.set_fact:
-    plan: >-
-      {{ {'actions': ['enqueue', 'allocate', 'backfill'], 'tiers': volcano_scheduler_tiers,
-          'deviceshare': {'vgpu_enable': true, 'schedule_policy': 'binpack'}, 'binpack': {},
-          'admission_namespaces': ['mljobs'], 'enabled_admissions': ['/jobs/mutate'],
-          'scheduler_name': 'volcano'} | gpufleet.vgpu.volcano_plan }}
+    labels: "{{ plan | gpufleet.vgpu.volcano_scheduler_labels(device_cm.resources) }}"
 """
 
 RETURN = r"""
 _value:
-  description: >-
-    C(errors) (list; nothing else when not empty), C(scheduler_conf) and C(admission_conf) (YAML-ready dicts),
-    C(device_configmap) (C(namespace) and C(name) of the ConfigMap deviceshare loads once; null without deviceshare),
-    C(enabled_admissions) (string) and C(config_hash).
+  description: Label name to value.
   type: dict
 """
 
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _volcano_config as vc
-
-
-def volcano_plan(settings):
-    return vc.plan(settings)
 
 
 def volcano_scheduler_labels(plan, device_configmaps=None):
@@ -54,4 +46,4 @@ def volcano_scheduler_labels(plan, device_configmaps=None):
 
 class FilterModule:
     def filters(self):
-        return {"volcano_plan": volcano_plan, "volcano_scheduler_labels": volcano_scheduler_labels}
+        return {"volcano_scheduler_labels": volcano_scheduler_labels}

@@ -17,8 +17,11 @@ import time
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _capacity as cap
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _contract
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _markdown
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _vgpu_registration as reg
+
+SMOKE = _contract.SMOKE_LABEL
 
 try:
     from kubernetes import client
@@ -133,6 +136,18 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
         self.removed_leftovers = []
         # The nodes under test (set by run()): every smoke pod is kept on them, and only their vGPUs count as free.
         self.scope = []
+        # The vGPU memory unit and what a request without memory gets, from the plugin's device ConfigMap as the
+        # device_plugin role wrote it (an explicit memory_factor wins).
+        self.default_memory = ""
+        try:
+            configmap = self.core.read_namespaced_config_map(_contract.DEVICE_CONFIGMAP, params["plugin_namespace"])
+            configmap = {"data": configmap.data, "metadata": {"annotations": configmap.metadata.annotations}}
+        except client.exceptions.ApiException:
+            configmap = None
+        if params.get("memory_factor") is None:
+            self.params = dict(params, memory_factor=_contract.memory_factor(configmap) or 1)
+        self.default_memory = (((configmap or {}).get("metadata") or {}).get("annotations") or {}).get(
+            _contract.DEFAULT_MEMORY, "")
 
     # --- helpers ---
 
@@ -195,7 +210,7 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
 
     def check_vgpu_pod(self):
         memory = self.params["vgpu_memory"]
-        self.create_pod("vgpu-case01", memory, labels={"gpufleet.io/smoke": "case01"})
+        self.create_pod("vgpu-case01", memory, labels={SMOKE: "case01"})
         done, phase = self.wait(lambda: self.core.read_namespaced_pod("vgpu-case01", self.namespace).status.phase
                                 == "Running" or self.core.read_namespaced_pod("vgpu-case01", self.namespace).status.phase,
                                 self.params["timeout"])
@@ -236,17 +251,17 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
         spec = self.pod_spec(self.params["fill_memory"], nodes=nodes)
         for index in range(free):
             self.create_pod("fill-%03d" % index, self.params["fill_memory"], spec=spec,
-                            labels={"gpufleet.io/smoke": "fill"})
-        done, running = self.wait(lambda: [p.status.phase for p in self.pods("gpufleet.io/smoke=fill")].count(
-            "Running") == free or [p.status.phase for p in self.pods("gpufleet.io/smoke=fill")].count("Running"),
+                            labels={SMOKE: "fill"})
+        done, running = self.wait(lambda: [p.status.phase for p in self.pods(SMOKE + "=fill")].count(
+            "Running") == free or [p.status.phase for p in self.pods(SMOKE + "=fill")].count("Running"),
             self.params["timeout"])
         if not done:
             return "failed", "%s of %d one-vGPU pods run on %s within %d s" % (
                 running, free, where, self.params["timeout"])
-        outside = sorted({p.spec.node_name for p in self.pods("gpufleet.io/smoke=fill")} - set(nodes))
+        outside = sorted({p.spec.node_name for p in self.pods(SMOKE + "=fill")} - set(nodes))
         if outside:
             return "failed", "fill pods were bound outside %s: on %s" % (where, ", ".join(outside))
-        self.create_pod("fill-extra", self.params["fill_memory"], spec=spec, labels={"gpufleet.io/smoke": "fill-extra"})
+        self.create_pod("fill-extra", self.params["fill_memory"], spec=spec, labels={SMOKE: "fill-extra"})
 
         def unschedulable():
             pod = self.core.read_namespaced_pod("fill-extra", self.namespace)
@@ -267,7 +282,7 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
     def check_metrics(self):
         if not HAS_PROMETHEUS:
             return "failed", "prometheus-client is not installed on the host running the smoke test"
-        if not self.pods("gpufleet.io/smoke"):
+        if not self.pods(SMOKE):
             return "skipped", "no smoke pod holds a vGPU (fill did not run)"
         # The scheduler sets a card's figure when it builds the node's devices (only at a node update after its first
         # session: the plugin's next registration, _vgpu_registration.unseen_nodes) and at each allocation. So the
@@ -275,7 +290,7 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
         # waited for on that signal, then compared, both within metrics_settle_seconds.
         state = {"read": None, "unregistered": []}
         deadline = time.time() + self.params["metrics_settle_seconds"]
-        holders = {p.spec.node_name for p in self.pods("gpufleet.io/smoke") if p.spec.node_name}
+        holders = {p.spec.node_name for p in self.pods(SMOKE) if p.spec.node_name}
 
         def registered():
             pods = self.scheduler_pods()
@@ -333,7 +348,7 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
         if not self.real_gpus:
             return "simulated GPU nodes without plugin_metrics_urls", None
         for pod in self.core.list_namespaced_pod(self.params["plugin_namespace"],
-                                                 label_selector="gpufleet.io/component=device-plugin").items:
+                                                 label_selector="%s=%s" % _contract.PLUGIN_POD_LABEL).items:
             if pod.spec.node_name not in nodes:
                 continue
             body = self.core.connect_get_namespaced_pod_proxy_with_path(
@@ -398,10 +413,10 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
             spec = self.pod_spec(units)
             spec["nodeSelector"] = {"kubernetes.io/hostname": node}
             names[model] = "limit-%d" % index
-            self.create_pod(names[model], units, spec=spec, labels={"gpufleet.io/smoke": "limit"})
+            self.create_pod(names[model], units, spec=spec, labels={SMOKE: "limit"})
 
         def recorded():
-            pods = {p.metadata.name: p for p in self.pods("gpufleet.io/smoke=limit")}
+            pods = {p.metadata.name: p for p in self.pods(SMOKE + "=limit")}
             have = [n for n, p in pods.items() if p.status.phase == "Running" and annotation in
                     (p.metadata.annotations or {})]
             return len(have) == len(names) or ["%s: %s" % (n, p.status.phase) for n, p in sorted(pods.items())]
@@ -426,7 +441,7 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
                         for mib in self.params["tensor_sizes_mib"]]
             lines.append("%s on %s: one vGPU = %d units, %s=%s; with %d MiB of CUDA context a tensor of %s" % (
                 model, node, units, MEMORY_LIMIT_ENV, limit, overhead, ", ".join(verdicts)))
-        self.delete_pods("gpufleet.io/smoke=limit")
+        self.delete_pods(SMOKE + "=limit")
         if problems:
             return "failed", "; ".join(problems)
         return "passed", "; ".join(lines) + " (simulated GPUs: the limit kubelet gave the container, no allocation)"
@@ -441,19 +456,19 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
         self.objects.create_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", self.namespace, "podgroups", {
             "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "holder"},
             "spec": {"minMember": 1, "queue": self.params["queue"]}})
-        template = {"metadata": {"labels": {"gpufleet.io/smoke": "holder"},
+        template = {"metadata": {"labels": {SMOKE: "holder"},
                                  "annotations": {"scheduling.k8s.io/group-name": "holder"}},
                     "spec": self.pod_spec(self.params["fill_memory"])}
         self.apps.create_namespaced_deployment(self.namespace, {
             "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "holder"},
-            "spec": {"replicas": holders, "selector": {"matchLabels": {"gpufleet.io/smoke": "holder"}},
+            "spec": {"replicas": holders, "selector": {"matchLabels": {SMOKE: "holder"}},
                      "template": template}})
-        done, running = self.wait(lambda: [p.status.phase for p in self.pods("gpufleet.io/smoke=holder")].count(
-            "Running") == holders or len(self.pods("gpufleet.io/smoke=holder")), self.params["timeout"])
+        done, running = self.wait(lambda: [p.status.phase for p in self.pods(SMOKE + "=holder")].count(
+            "Running") == holders or len(self.pods(SMOKE + "=holder")), self.params["timeout"])
         if not done:
             return "failed", "the holder's %d pods did not run (%s)" % (holders, running)
-        self.smoke_pods.update(p.metadata.name for p in self.pods("gpufleet.io/smoke=holder"))
-        job_template = {"metadata": {"labels": {"gpufleet.io/smoke": "gang"}}, "spec": self.pod_spec(
+        self.smoke_pods.update(p.metadata.name for p in self.pods(SMOKE + "=holder"))
+        job_template = {"metadata": {"labels": {SMOKE: "gang"}}, "spec": self.pod_spec(
             self.params["fill_memory"], scheduler=False)}
         self.objects.create_namespaced_custom_object("batch.volcano.sh", "v1alpha1", self.namespace, "jobs", {
             "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "gang"},
@@ -504,7 +519,7 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
             self.real_gpus = bool(nodes) and not any(KWOK in (n.metadata.annotations or {}) for n in nodes)
         results = []
         self.removed_leftovers = self.remove_leftovers()
-        self.core.create_namespace({"metadata": {"name": self.namespace, "labels": {"gpufleet.io/smoke": "true"}}})
+        self.core.create_namespace({"metadata": {"name": self.namespace, "labels": {SMOKE: "true"}}})
         try:
             if not nodes or missing:
                 detail = ("nodes under test without volcano.sh/vgpu-number: %s" % ", ".join(missing) if missing
@@ -522,7 +537,7 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
                 results.append({"check": name, "status": status, "detail": detail,
                                 "seconds": round(time.time() - started, 1)})
                 if name == "metrics" or (name == "fill" and "metrics" not in self.params["checks"]):
-                    self.delete_pods("gpufleet.io/smoke in (fill, fill-extra)")
+                    self.delete_pods(SMOKE + " in (fill, fill-extra)")
         finally:
             results.append(self.cleanup())
         return results
@@ -531,7 +546,7 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
         """Delete the namespaces of earlier smoke runs that did not clean up (killed): their pods would hold vGPUs
         that the fill check counts as free. Two smoke runs at once cannot both fill the cluster, so any other
         smoke namespace is a leftover. Returns their names, once they are gone (bounded by `timeout`)."""
-        leftovers = [n.metadata.name for n in self.core.list_namespace(label_selector="gpufleet.io/smoke=true").items
+        leftovers = [n.metadata.name for n in self.core.list_namespace(label_selector=SMOKE + "=true").items
                      if n.metadata.name != self.namespace]
         for name in leftovers:
             try:
@@ -542,7 +557,7 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
 
         def gone():
             remaining = {n.metadata.name for n in
-                         self.core.list_namespace(label_selector="gpufleet.io/smoke=true").items}
+                         self.core.list_namespace(label_selector=SMOKE + "=true").items}
             return not remaining & set(leftovers) or sorted(remaining & set(leftovers))
         done, last = self.wait(gone, self.params["timeout"], interval=1)
         if not done:

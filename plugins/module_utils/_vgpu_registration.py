@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import datetime
 
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _contract
+
 # Volcano (1.15.1 and before) builds a GPU node's vGPU devices into its scheduler cache only when the node object
 # changes after the scheduler's first session: deviceshare sets vgpu.VGPUEnable when its plugin is instantiated for a
 # session (plugins/deviceshare/deviceshare.go: New -> enablePredicate), after the cache has built its nodes
@@ -24,9 +26,9 @@ import datetime
 # session is due: RESYNC, set to the running scheduler's start time, is that change and the record of it. The first
 # session runs within seconds of the scheduler's start.
 FIRST_SESSION_MARGIN_S = 10
-HANDSHAKE = "volcano.sh/node-vgpu-handshake"
-REGISTER = "volcano.sh/node-vgpu-register"
-RESYNC = "gpufleet.io/vgpu-scheduler-resync"
+HANDSHAKE = _contract.HANDSHAKE
+REGISTER = _contract.REGISTER
+RESYNC = _contract.SCHEDULER_RESYNC
 
 
 def handshake_time(value):
@@ -118,7 +120,14 @@ def check_registration(nodes, expected):
         allocatable = (node.get("status") or {}).get("allocatable") or {}
         for resource in ("volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores"):
             have = allocatable.get(resource)
-            if str(have) != str(want[resource]):
+            # Memory planned from a minimum (want["memory_exact"] false: the card group's expectations) is what
+            # the node registers at least.
+            if resource == "volcano.sh/vgpu-memory" and want.get("memory_exact") is False:
+                if have is None or not str(have).isdigit() or int(have) < int(want[resource]):
+                    problems.append("node %s: %s is %s, expected at least %s (%d GPUs of at least %d MiB, from %s)"
+                                    % (name, resource, have if have is not None else "missing", want[resource],
+                                       want["gpus"], want["memory_mib"] // max(want["gpus"], 1), want["source"]))
+            elif str(have) != str(want[resource]):
                 problems.append("node %s: %s is %s, expected %s (%d GPUs x split %d)"
                                 % (name, resource, have if have is not None else "missing", want[resource],
                                    want["gpus"], want["split"]))

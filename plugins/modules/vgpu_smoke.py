@@ -95,9 +95,9 @@ options:
     type: int
     default: 10
   memory_factor:
-    description: MiB per C(volcano.sh/vgpu-memory) unit (the plugin's gpuMemoryFactor).
+    description: MiB per C(volcano.sh/vgpu-memory) unit (the plugin's gpuMemoryFactor). Unset, read from the plugin's
+      device ConfigMap in O(plugin_namespace) (1 when there is none).
     type: int
-    default: 1
   real_gpus:
     description: Whether the GPU nodes have real GPUs; null decides from the nodes (kwok-simulated nodes are not).
     type: bool
@@ -219,6 +219,16 @@ real_gpus:
   description: Whether the checks treated the GPU nodes as real.
   returned: always
   type: bool
+memory_factor:
+  description: The MiB per C(volcano.sh/vgpu-memory) unit the checks used (O(memory_factor), or the device
+    ConfigMap's).
+  returned: always
+  type: int
+default_memory:
+  description: What a vGPU request without memory gets, as the device_plugin role recorded it on the device
+    ConfigMap (empty when it did not, which is Volcano's whole card).
+  returned: always
+  type: str
 markdown:
   description: The results as a Markdown section.
   returned: always
@@ -257,7 +267,7 @@ def argument_spec():
             "device='cuda'); print('ok')"]},
         "vgpu_memory": {"type": "int", "default": 1000},
         "fill_memory": {"type": "int", "default": 10},
-        "memory_factor": {"type": "int", "default": 1},
+        "memory_factor": {"type": "int"},
         "real_gpus": {"type": "bool"},
         "scheduler_name": {"type": "str", "default": "volcano"},
         "queue": {"type": "str", "default": "default"},
@@ -283,7 +293,7 @@ def main():
     # AnsibleK8SModule fails with kubernetes.core's message when the kubernetes client (or PyYAML) is missing.
     module = AnsibleK8SModule(module_class=AnsibleModule, argument_spec=argument_spec(), supports_check_mode=False)
     for name in ("vgpu_memory", "fill_memory", "memory_factor", "gang_size", "timeout", "fill_max_pods"):
-        if module.params[name] < 1:
+        if module.params[name] is not None and module.params[name] < 1:
             module.fail_json(msg="%s must be an integer >= 1, got %d" % (name, module.params[name]))
     try:
         # kubernetes.core's client, built from the same auth options as its own modules; the checks use the
@@ -296,6 +306,7 @@ def main():
     # Its own namespace comes and goes; removing an earlier run's leftovers is the one lasting change.
     module.exit_json(changed=bool(run.removed_leftovers), removed_leftovers=run.removed_leftovers, results=results,
                      namespace=run.namespace, real_gpus=run.real_gpus,
+                     memory_factor=run.params["memory_factor"], default_memory=run.default_memory,
                      markdown=smoke.markdown(results, run.namespace),
                      failed_checks=[r["check"] for r in results if r["status"] == "failed"])
 

@@ -19,6 +19,8 @@ MutatingAdmissionPolicy feature gate in 1.34 and 1.35) adds the share to the con
 
 from __future__ import annotations
 
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _contract
+
 POLICY_API = "admissionregistration.k8s.io/v1"
 # Served in this order of preference; the role asks the cluster which one it has.
 MUTATING_POLICY_APIS = ("admissionregistration.k8s.io/v1", "admissionregistration.k8s.io/v1beta1")
@@ -118,7 +120,7 @@ def default_memory_policy(name, share, api_version, names=None):
     policy_doc = {
         "apiVersion": api_version, "kind": "MutatingAdmissionPolicy",
         "metadata": {"name": name, "labels": dict(MANAGED_BY), "annotations": {
-            "gpufleet.io/vgpu-default-memory": "%d units = %d MiB: %s on %s (%d MiB) / split %d" % (
+            _contract.DEFAULT_MEMORY: "%d units = %d MiB: %s on %s (%d MiB) / split %d" % (
                 share["units"], share["mib"], share["model"], share["node"], share["memory_mib"], share["split"])}},
         "spec": {
             "failurePolicy": "Fail",

@@ -9,6 +9,8 @@ roles see them through ``hostvars``); what the settings mean for the plugin is _
 
 from __future__ import annotations
 
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _contract
+
 NODE_NAME = "device_plugin_node_name"
 VGPU = "device_plugin_vgpu"
 DECLARED_GPUS = "device_plugin_gpus"
@@ -60,39 +62,92 @@ def _whole(value, variable):
         raise InventoryError("%s must be an integer, got %r" % (variable, value)) from None
 
 
+# Where a host's GPU sizes come from, truest first (the plan records which, per node):
+#   nvml          what gpu_verify read through NVML in this run;
+#   registration  what the plugin registered on the Node (its units times the factor they were registered with);
+#   declared      device_plugin_gpus, exact figures written in the inventory;
+#   minimum       the card group's expectations (gpu_verify_expected_count, _min_memory_mib): a lower bound.
+SOURCES = ("nvml", "registration", "declared", "minimum")
+
+
 def gpus(hostvars):
-    """A host's GPUs, [{uuid, index, model, memory_mib}]: what gpu_verify read through NVML, else what the inventory
-    declares (device_plugin_gpus), else what its card group expects of it (gpu_verify_expected_count,
-    _min_memory_mib, _model_pattern) - so a fresh fleet passes the preflight before any node is contacted; site.yml
-    sizes with NVML's figures, read first. Empty when none of them says."""
+    """(source, a host's GPUs [{uuid, index, model, memory_mib}]) from the inventory's side: what gpu_verify read
+    through NVML, else what the inventory declares (device_plugin_gpus), else what its card group expects of it
+    (gpu_verify_expected_count, _min_memory_mib, _model_pattern: a minimum), so a fresh fleet passes the preflight
+    before any node is contacted. (None, []) when none of them says."""
     measured = hostvars.get(MEASURED_GPUS) or {}
     if measured.get("gpus"):
-        return [{"uuid": g.get("uuid") or "GPU-index-%d" % g["index"], "index": g["index"],
-                 "model": g.get("name") or "unknown", "memory_mib": int(g.get("memory_total_mib") or 0)}
-                for g in measured["gpus"]]
+        return "nvml", [{"uuid": g.get("uuid") or "GPU-index-%d" % g["index"], "index": g["index"],
+                         "model": g.get("name") or "unknown", "memory_mib": int(g.get("memory_total_mib") or 0)}
+                        for g in measured["gpus"]]
     declared = hostvars.get(DECLARED_GPUS) or {}
     if declared.get("count"):
         memory = _whole(declared.get("memory_mib"), DECLARED_GPUS + ".memory_mib")
-        return [{"uuid": "GPU-index-%d" % i, "index": i, "model": declared.get("model", "unknown"),
-                 "memory_mib": memory} for i in range(_whole(declared["count"], DECLARED_GPUS + ".count"))]
+        return "declared", [{"uuid": "GPU-index-%d" % i, "index": i, "model": declared.get("model", "unknown"),
+                             "memory_mib": memory}
+                            for i in range(_whole(declared["count"], DECLARED_GPUS + ".count"))]
     count, memory = hostvars.get(EXPECTED_COUNT), hostvars.get(EXPECTED_MEMORY)
     if count and memory:
         memory = _whole(memory, EXPECTED_MEMORY)
-        return [{"uuid": "GPU-index-%d" % i, "index": i, "model": hostvars.get(EXPECTED_MODEL) or "unknown",
-                 "memory_mib": memory} for i in range(_whole(count, EXPECTED_COUNT))]
-    return []
+        return "minimum", [{"uuid": "GPU-index-%d" % i, "index": i,
+                            "model": hostvars.get(EXPECTED_MODEL) or "unknown", "memory_mib": memory}
+                           for i in range(_whole(count, EXPECTED_COUNT))]
+    return None, []
 
 
 def read(hosts, hostvars):
-    """[{host, node, vgpu, gpus, error}] for the GPU hosts, in their order: ``vgpu`` is the host's own
+    """[{host, node, vgpu, gpus, source, error}] for the GPU hosts, in their order: ``vgpu`` is the host's own
     device_plugin_vgpu (None when it sets none), ``gpus`` None with ``error`` when a size has the wrong type."""
     found = []
     for host in hosts or []:
         hv = hostvars.get(host) or {}
-        entry = {"host": host, "node": node_name(hv, host), "vgpu": hv.get(VGPU), "gpus": None, "error": None}
+        entry = {"host": host, "node": node_name(hv, host), "vgpu": hv.get(VGPU), "gpus": None, "source": None,
+                 "error": None}
         try:
-            entry["gpus"] = gpus(hv)
+            entry["source"], entry["gpus"] = gpus(hv)
         except InventoryError as exc:
             entry["error"] = str(exc)
         found.append(entry)
     return found
+
+
+def registered_gpus(node, factor):
+    """The GPUs a Node's plugin registered ([{uuid, index, model, memory_mib}]), their memory as the units times
+    the gpuMemoryFactor they were registered with; [] without a registration."""
+    value = (((node or {}).get("metadata") or {}).get("annotations") or {}).get(_contract.REGISTER)
+    found = []
+    for index, entry in enumerate(item for item in (value or "").split(":") if item):
+        parts = entry.split(",")
+        if len(parts) < 6:
+            return []
+        model = parts[3][len("NVIDIA-"):] if parts[3].startswith("NVIDIA-") else parts[3]
+        try:
+            found.append({"uuid": parts[0], "index": index, "model": model, "memory_mib": int(parts[2]) * factor})
+        except ValueError:
+            return []
+    return found
+
+
+def sized(hosts, nodes=None, factor=None):
+    """The hosts of read() with the truest GPU sizes known: NVML's stay; a node the plugin has registered (its
+    Node in ``nodes``, the k8s_info dicts of a run that reads the cluster, with the gpuMemoryFactor ``factor`` of the
+    device ConfigMap it registered under) is sized from that registration, unless its vGPU settings leave GPUs out
+    by index (the registration lists only the GPUs kept, so their indexes no longer match)."""
+    by_name = {(n.get("metadata") or {}).get("name"): n for n in nodes or []}
+    result = []
+    for host in hosts or []:
+        host = dict(host)
+        vgpu = host.get("vgpu") if isinstance(host.get("vgpu"), dict) else {}
+        if host.get("source") != "nvml" and factor and not vgpu.get("filter_index"):
+            registered = registered_gpus(by_name.get(host["node"]), factor)
+            if registered:
+                host.update(source="registration", gpus=registered, registered_factor=factor)
+        result.append(host)
+    return result
+
+
+def vgpu_mode(hostvars):
+    """The vGPU operating mode a host's settings ask for: its device_plugin_vgpu's mode, else hami-core."""
+    vgpu = (hostvars or {}).get(VGPU)
+    mode = vgpu.get("mode") if isinstance(vgpu, dict) else None
+    return mode or "hami-core"

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import difflib
+
 # The variables gpufleet's roles read. Two groups that set one of them for the same host, neither inside the other,
 # are resolved by Ansible's group order (depth, then name) - silently.
 ROLE_PREFIXES = ("node_python_", "nvidia_driver_", "container_runtime_", "gpu_verify_", "volcano_",
@@ -138,19 +140,72 @@ def replaced_variables(present):
             for name, names in sorted(hosts.items())]
 
 
-def options_without_defaults(options):
-    """A role's argument_spec options with every ``default`` removed (suboptions too).
+# Variables with a role's prefix that are no role option: what the roles set for later ones (registered or set_fact
+# outputs), and the GPU hosts' own settings the cluster roles read through hostvars (_gpu_hosts).
+NOT_OPTIONS = ("container_runtime_containerd_result", "gpu_verify_inventory", "gpu_verify_verdict",
+               "node_python_interpreter", "nvidia_driver_cordoned_by_run", "nvidia_driver_reboot_decision",
+               "smoke_test_capacity", "smoke_test_result", "volcano_release", "device_plugin_gpus",
+               "device_plugin_node_name")
+# What an inventory lists in this variable is another tool's and never reported as misspelt.
+FOREIGN = "gpufleet_foreign_variables"
+ROLE_OPTION_PREFIXES = ROLE_PREFIXES[:-1]  # gpufleet_ is the collection's own, not a role's
 
-    The preflight checks only what the inventory sets: a spec default is documentation of the role's defaults file
-    (often a Jinja expression that only means something inside the role), not a value to validate.
-    """
-    stripped = {}
-    for name, spec in (options or {}).items():
-        spec = {key: value for key, value in (spec or {}).items() if key != "default"}
-        if "options" in spec:
-            spec["options"] = options_without_defaults(spec["options"])
-        stripped[name] = spec
-    return stripped
+
+def own_variables(export):
+    """{name: [where it is set]} for every variable the inventory itself sets: group vars by group, host vars by
+    host (``ansible-inventory --export --list``, which keeps each where it is written)."""
+    found = {}
+    for group, body in (export or {}).items():
+        if group != "_meta" and isinstance(body, dict):
+            for name in body.get("vars") or {}:
+                found.setdefault(name, []).append("group %s" % group)
+    for host, variables in ((export or {}).get("_meta") or {}).get("hostvars", {}).items():
+        for name in variables or {}:
+            found.setdefault(name, []).append("host %s" % host)
+    return found
+
+
+def unknown_names(names, known, prefixes, suggest=None):
+    """(name, [the nearest of ``suggest``]) for each of ``names`` that starts with one of ``prefixes`` but is not
+    ``known``: a misspelt variable, which Ansible would silently ignore while the role keeps its default."""
+    found = []
+    for name in sorted(set(names)):
+        if not name.startswith(tuple(prefixes)) or name in known:
+            continue
+        found.append((name, difflib.get_close_matches(name, sorted(suggest or known), n=1, cutoff=0.6)))
+    return found
+
+
+def unknown_variables(export, known, foreign=()):
+    """Messages for the inventory's variables that carry a role's prefix but no role reads: Ansible would ignore
+    them, and the role keep its default, without a word."""
+    # Replaced variables have messages of their own (replaced_variables): neither reported here nor suggested.
+    variables = {name: where for name, where in own_variables(export).items()
+                 if name not in REPLACED_VARIABLES and name not in set(foreign or ())}
+    messages = []
+    for name, nearest in unknown_names(variables, set(known) | set(NOT_OPTIONS), ROLE_OPTION_PREFIXES, suggest=known):
+        where = variables[name]
+        shown = ", ".join(where[:3]) + (" and %d more" % (len(where) - 3) if len(where) > 3 else "")
+        hint = " - did you mean %s?" % " or ".join(nearest) if nearest else ""
+        messages.append("%s (set in %s) is no variable of gpufleet's roles%s; list it in %s if it is another tool's"
+                        % (name, shown, hint, FOREIGN))
+    return messages
+
+
+def group_errors(groups):
+    """Messages for the groups site.yml needs: exactly one kube_control host, at least one gpu_nodes host; a
+    missing group is looked for among the inventory's groups by its likely misspellings."""
+    messages = []
+    for group, wanted in (("kube_control", "exactly one host (it holds the kubeconfig)"),
+                          ("gpu_nodes", "at least one host")):
+        members = (groups or {}).get(group) or []
+        if (group == "kube_control" and len(members) == 1) or (group == "gpu_nodes" and members):
+            continue
+        near = difflib.get_close_matches(group, [g for g in groups or {} if g != group], n=2, cutoff=0.6)
+        messages.append("the inventory needs %s in group %s; found %d%s" % (
+            wanted, group, len(members), " - the inventory has group %s: a misspelling of %s?"
+            % (" and ".join(near), group) if near and not members else ""))
+    return messages
 
 
 def shape_errors(export, hosts, all_hosts, hostvars):

@@ -19,9 +19,13 @@ This reading:
 
 from __future__ import annotations
 
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _contract
+
 import hashlib
 import json
 import re
+
+import yaml
 
 # kubelet reads each device plugin's ListAndWatch with gRPC's default 4 MiB receive limit. Plugin v1.12.0 lists one
 # device per vgpu-memory unit, "<uuid>-memory-<i>" (server.go apiDevices), so a large node's list is dropped whole
@@ -35,7 +39,7 @@ AUTO_FACTOR_HEADROOM = 0.9
 NODE_CONFIG_VERSION = (1, 12, 0)
 FLAG_DEFAULTS = {"split": 2, "memory_factor": 1, "core_scaling": 1.0}
 OPERATING_MODES = ("hami-core", "mig")
-SPLIT_LABEL = "gpufleet.io/vgpu-split"
+SPLIT_LABEL = _contract.SPLIT_LABEL
 
 DEVICE_CONFIG_DEFAULTS = {
     "resourceCountName": "volcano.sh/vgpu-number",
@@ -95,8 +99,8 @@ def resolve_config(node_name, device_config, node_config, args, version):
     modern = version is None or version >= NODE_CONFIG_VERSION
     if modern:
         if device_config is None:
-            raise PluginConfigError("volcano-vgpu-device-config is missing: plugin v1.12.0 has no defaults for it "
-                                    "(gpuMemoryFactor 0 divides by zero)")
+            raise PluginConfigError("%s is missing: plugin v1.12.0 has no defaults for it (gpuMemoryFactor 0 "
+                                    "divides by zero)" % _contract.DEVICE_CONFIGMAP)
         split = device_config.get("deviceSplitCount")
         factor = device_config.get("gpuMemoryFactor")
         cores = device_config.get("deviceCoreScaling", 1)
@@ -207,6 +211,12 @@ def device_config(overrides=None):
     return merged
 
 
+def device_config_yaml(config):
+    """The device ConfigMap's file: ``{"nvidia": config}`` as YAML, byte for byte what Ansible's
+    ``to_nice_yaml(indent=2)`` wrote before the plan rendered it (so a release of gpufleet alone changes nothing)."""
+    return yaml.safe_dump({"nvidia": config}, indent=2, allow_unicode=True, default_flow_style=False, sort_keys=True)
+
+
 def node_config(nodes):
     """config.json of volcano-vgpu-node-config from {node: {split, core_scaling, mode, filter_uuid, filter_index}}."""
     entries = []
@@ -300,7 +310,8 @@ def plan(settings, hosts):
         if name in nodes:
             errors.append("%s: node name also used by host %s (device_plugin_node_name)" % (where, nodes[name]["host"]))
         nodes[name] = dict(vgpu_settings(fleet, host["vgpu"] if isinstance(host["vgpu"], dict) else None),
-                           host=host["host"], gpus=host["gpus"] or [])
+                           host=host["host"], gpus=host["gpus"] or [], source=host.get("source"),
+                           registered_factor=host.get("registered_factor"))
     factor = settings.get("memory_factor", "auto")
     if factor == "auto":
         factor = memory_factor([n["gpus"] for n in nodes.values()])
@@ -334,8 +345,13 @@ def plan(settings, hosts):
             groups.setdefault(effective["split"], []).append(name)
         kept[name] = kept_gpus(spec["gpus"], effective)
         dummy, resources = registration(spec["gpus"], effective)
+        # Sizes from a minimum (the card group's expectations), or from a registration under another factor, give
+        # the memory a node registers at least, not exactly (_gpu_hosts.SOURCES).
+        exact = spec["source"] in ("nvml", "declared") or (
+            spec["source"] == "registration" and spec.get("registered_factor") == factor)
         expected[name] = dict(resources, host=spec["host"], gpus=len(spec["gpus"]), split=effective["split"],
-                              memory_mib=sum(g["memory_mib"] for g in spec["gpus"]))
+                              memory_mib=sum(g["memory_mib"] for g in spec["gpus"]), source=spec["source"],
+                              memory_exact=exact)
         if resources["volcano.sh/vgpu-memory"] == 0:
             errors.append("node %s: with gpuMemoryFactor %d its %d memory units make a %d-byte device list, over the "
                           "%d bytes kubelet reads from a device plugin (vgpu-memory would be 0); raise "
@@ -345,7 +361,7 @@ def plan(settings, hosts):
     if errors:
         return {"errors": errors}
     node_cfg = node_config({n: nodes[n] for n in nodes})
-    label = dict(settings.get("node_label") or {"gpufleet.io/gpu": "true"})
+    label = dict(settings.get("node_label") or _contract.GPU_NODE_LABEL)
     if legacy:
         # Before v1.12 only flags count: the article's workaround, one DaemonSet per split count on nodes labelled
         # with it.
@@ -369,6 +385,38 @@ def plan(settings, hosts):
             # The DaemonSet's pods roll when this changes (both ConfigMaps and the DaemonSets' own settings).
             # Volcano's scheduler, which reads the device ConfigMap once, is rolled by the volcano role.
             "config_hash": _digest([config, node_cfg, daemonsets])}
+
+
+# GPUs that never have MIG: GeForce and TITAN cards, and the RTX 20xx to 50xx consumer numbers (NVML's names:
+# "NVIDIA GeForce RTX 4090"; a card group's gpu_verify_model_pattern such as "RTX 4070 SUPER").
+NO_MIG = re.compile(r"GeForce|TITAN|RTX\s*[2-5]0[5-9]0", re.IGNORECASE)
+
+
+def hardware_errors(fleet, hosts):
+    """Settings the GPUs cannot honour, once their count and models are known (hosts as _gpu_hosts.sized()
+    returns them): a device index beyond the node's GPUs, the mig mode on a card without MIG."""
+    errors = []
+    fleet = fleet if isinstance(fleet, dict) else {}
+    for host in hosts or []:
+        own = host.get("vgpu") if isinstance(host.get("vgpu"), dict) else None
+        if host.get("error") or not host.get("gpus") or vgpu_problems(fleet) or (own and vgpu_problems(own)):
+            continue
+        settings = vgpu_settings(fleet, own)
+        where = "node %s (host %s)" % (host["node"], host["host"])
+        count = len(host["gpus"])
+        beyond = [i for i in settings["filter_index"] if i >= count]
+        if beyond:
+            errors.append("device_plugin_vgpu of %s: filter_index %s beyond its %d GPUs (indexes 0 to %d, as %s says)"
+                          % (where, beyond, count, count - 1, _SAID_BY.get(host.get("source"), "the inventory")))
+        models = sorted({g["model"] for g in host["gpus"] if NO_MIG.search(str(g.get("model") or ""))})
+        if settings["mode"] == "mig" and models:
+            errors.append("device_plugin_vgpu of %s: mode mig, but %s has no MIG (only data-center GPUs such as the "
+                          "A100 or H100 have it); allowed for this card: hami-core" % (where, ", ".join(models)))
+    return errors
+
+
+_SAID_BY = {"nvml": "NVML", "registration": "its registration", "declared": "device_plugin_gpus",
+            "minimum": "gpu_verify_expected_count"}
 
 
 def daemonset_owner(ds):
@@ -410,7 +458,7 @@ def conflicting_daemonsets(daemonsets, listed, image_pattern):
     found = []
     for ds in daemonsets or []:
         meta = ds.get("metadata") or {}
-        if (meta.get("labels") or {}).get("gpufleet.io/component") == "device-plugin":
+        if (meta.get("labels") or {}).get(_contract.PLUGIN_POD_LABEL[0]) == _contract.PLUGIN_POD_LABEL[1]:
             continue
         key = (meta.get("namespace"), meta.get("name"))
         images = [c.get("image") or "" for c in (((ds.get("spec") or {}).get("template") or {}).get("spec") or {})

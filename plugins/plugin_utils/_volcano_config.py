@@ -10,6 +10,8 @@ Pure functions, no Ansible. The scheduler configuration starts from the chart's 
 
 from __future__ import annotations
 
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _contract
+
 import copy
 import hashlib
 import json
@@ -254,7 +256,7 @@ def device_configmap(conf):
             if plugin.get("name") == "deviceshare":
                 args = plugin.get("arguments") or {}
                 return {"namespace": args.get(DEVICESHARE_KEYS["known_geometries_cm_namespace"]) or "kube-system",
-                        "name": args.get(DEVICESHARE_KEYS["known_geometries_cm_name"]) or "volcano-vgpu-device-config"}
+                        "name": args.get(DEVICESHARE_KEYS["known_geometries_cm_name"]) or _contract.DEVICE_CONFIGMAP}
     return None
 
 
@@ -262,10 +264,10 @@ def scheduler_pod_labels(planned, device_configmaps=None):
     """The scheduler pods' labels that roll them through the chart: the conf's hash, and - where deviceshare loads
     its device ConfigMap once - a hash of that ConfigMap's data as the cluster has it (``device_configmaps``:
     k8s_info's resources, empty when it is missing), whoever wrote it."""
-    labels = {"gpufleet.io/scheduler-config": planned["config_hash"]}
+    labels = {_contract.SCHEDULER_CONFIG: planned["config_hash"]}
     if planned.get("device_configmap"):
         data = (device_configmaps[0].get("data") or {}) if device_configmaps else None
-        labels["gpufleet.io/device-config"] = config_hash(data) if data is not None else "missing"
+        labels[_contract.DEVICE_CONFIG] = config_hash(data) if data is not None else "missing"
     return labels
 
 

@@ -7,6 +7,7 @@ play's fact gathering), which must fail as UNREACHABLE and be the first thing th
 
 import concurrent.futures
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import yaml
 
 from helpers import ROOT, failed_messages, run_playbook
 
-PREFLIGHT_PLAYS = 2
+PREFLIGHT_PLAYS = 3
 
 
 def example(tmp_path, hosts=None, **group_vars):
@@ -63,17 +64,23 @@ def test_the_example_inventory_passes_its_preflight_and_fails_only_at_first_cont
     rc, out, err = site(example(tmp_path))
     assert rc != 0
     plays = [play["play"]["name"] for play in out["plays"]]
-    assert plays[0].startswith("Preflight - the inventory") and plays[1].startswith("Preflight - every GPU node")
+    assert [play.split(",")[0] for play in plays[:PREFLIGHT_PLAYS]] == [
+        "Preflight - the inventory", "Preflight - every cluster setting", "Preflight - every GPU node's settings"]
     # Both preflight plays passed on every host, and nothing in them reached a host.
     for task in preflight_tasks(out):
         for host, result in task["hosts"].items():
             assert not result.get("failed") and not result.get("unreachable"), (task["task"]["name"], host, result)
     names = [task["task"]["name"].split(" : ")[-1] for task in preflight_tasks(out)]
-    for check in ("Reject invalid per-node settings", "Reject an invalid scheduler configuration",
-                  "Check the driver choice and the other settings", "Check that requirements are pinned specifiers",
-                  "Check the expectations", "Refuse options of the wrong type or choice",
-                  "Refuse hosts whose groups disagree, and hosts that share an address"):
+    for check in ("Check the inventory", "Check the cluster roles' settings", "Check the node roles' settings",
+                  "Refuse a Volcano and plugin pair known not to work together"):
         assert check in names, (check, names)
+    # Every role was checked: the cluster roles on kube_control, the node roles on each GPU node.
+    checked = {(host, result["item"]) for task in preflight_tasks(out) for host, result in task["hosts"].items()
+               for result in result.get("results", []) if "item" in result}
+    cluster_roles = {"volcano", "device_plugin", "monitoring", "smoke_test"}
+    node_roles = {"node_python", "nvidia_driver", "container_runtime", "gpu_verify"}
+    assert {role for host, role in checked if host == "master0"} == cluster_roles
+    assert {role for host, role in checked if host == "rig02"} == node_roles
     assert "Look for the kubeconfig" not in names  # the cluster plays look for it on kube_control, not the preflight
     # The first contact is the node play's fact gathering on the first node, at its own closed port.
     node_play = out["plays"][PREFLIGHT_PLAYS]
@@ -148,11 +155,11 @@ BAD = [
      ["device_plugin_default_memory", "half-card", "whole-card", "even-share"]),
     # range
     ("range reboot timeout", {"gpu_nodes": {"nvidia_driver_reboot_timeout": 0}}, None,
-     ["nvidia_driver_reboot_timeout must be > 0 (got 0)"]),
+     ["nvidia_driver_reboot_timeout must be a number of seconds from 1 to 86400, got 0"]),
     ("range drain timeout", {"gpu_nodes": {"nvidia_driver_drain_timeout": -5}}, None,
-     ["nvidia_driver_drain_timeout must be > 0 (got -5)"]),
+     ["nvidia_driver_drain_timeout must be a number of seconds from 1 to 86400, got -5"]),
     ("range restart timeout", {"gpu_nodes": {"container_runtime_restart_timeout": 0}}, None,
-     ["container_runtime_restart_timeout must be > 0 (got 0)"]),
+     ["container_runtime_restart_timeout must be a number of seconds from 1 to 86400, got 0"]),
     ("range split 0", {"rtx4070s": {"device_plugin_vgpu": {"split": 0}}}, None,
      ["device_plugin_vgpu of node rig02 (host rig02): split must be an integer from 1 to 100, got 0"]),
     ("range split 101", {"rtx4090": {"device_plugin_vgpu": {"split": 101}}}, None,
@@ -171,7 +178,7 @@ BAD = [
     ("key id instead of fingerprint", {"gpu_nodes": {"container_runtime_repo_key_fingerprints": ["DDCAE044F796ECB0"]}},
      None, ["container_runtime_repo_key_fingerprints", "DDCAE044F796ECB0", "40 hex digits"]),
     ("relative venv path", {"gpu_nodes": {"node_python_venv_path": "opt/gpufleet/venv"}}, None,
-     ["node_python_venv_path='opt/gpufleet/venv'", "absolute"]),
+     ["node_python_venv_path must be an absolute path, got 'opt/gpufleet/venv'"]),
     ("plugin version without v", {"all": {"device_plugin_version": "1.12.0"}}, None,
      ["device_plugin_version must look like v1.12.0, got '1.12.0'"]),
     ("chart version range", {"all": {"volcano_chart_version": ">=1.15"}}, None,
@@ -191,7 +198,7 @@ BAD = [
     ("health timer interval zero", {"gpu_nodes": {"gpu_verify_health_interval": "0s"}}, None,
      ["gpu_verify_health_interval: '0s'", "above zero"]),
     ("textfile directory relative", {"rtx4090": {"gpu_verify_health_textfile_dir": "textfiles"}}, None,
-     ["gpu_verify_health_textfile_dir: 'textfiles' is not an absolute path"]),
+     ["gpu_verify_health_textfile_dir must be an absolute path, got 'textfiles'"]),
     ("choice monitoring operator", {"all": {"monitoring_prometheus_operator": "yes"}}, None,
      ["monitoring_prometheus_operator", "yes", "auto"]),
     ("bad model pattern", {"rtx4090": {"gpu_verify_model_pattern": "RTX (4090"}}, None,
@@ -217,7 +224,8 @@ BAD = [
     ("two names for one machine", {},
      {"rtx4090": {"rig01": {"ansible_host": "127.0.0.99"}}, "rtx4070s": {"rig02": {"ansible_host": "127.0.0.99"}}},
      ["hosts rig01, rig02 all have ansible_host 127.0.0.99 port 9"]),
-    ("two kubeconfig holders", {}, {"kube_control": {"master1": {}}}, ["exactly one host in group kube_control"]),
+    ("two kubeconfig holders", {}, {"kube_control": {"master1": {}}},
+     ["exactly one host (it holds the kubeconfig) in group kube_control; found 2"]),
     # An inventory written for an earlier release: its per-role kubeconfig would be ignored without a word.
     ("per-role kubeconfig of an earlier release", {"all": {"device_plugin_kubeconfig": "/etc/kubernetes/admin.conf"}},
      None, ["device_plugin_kubeconfig (set for master0, master1, master2, rig01, rig02) is no longer read",
@@ -227,6 +235,32 @@ BAD = [
      ["gpufleet_kube_auth", "client_cert"]),
     ("no card-group expectations, no GPU facts", {"rtx4070s": {"gpu_verify_min_memory_mib": None}}, None,
      ["node rig02 (host rig02): no GPUs known"]),
+    # What got through before there was one planner per role:
+    # a misspelt variable, which Ansible ignores while the role keeps its default
+    ("misspelt variable", {"rtx4070s": {"device_plugin_vgpus": {"split": 3}}}, None,
+     ["device_plugin_vgpus (set in group rtx4070s) is no variable of gpufleet's roles - did you mean "
+      "device_plugin_vgpu?"]),
+    # YAML's own types: a string for a list, a number for a version, a string for a mapping
+    ("string for a list", {"all": {"volcano_admission_namespaces": "mljobs"}}, None,
+     ["volcano_admission_namespaces must be a YAML list, got the string 'mljobs'"]),
+    ("unquoted version", {"all": {"volcano_chart_version": 1.15}}, None,
+     ["volcano_chart_version is the number 1.15 in YAML, not a version string"]),
+    ("string for a mapping", {"all": {"volcano_deviceshare": "binpack"}}, None,
+     ["volcano_deviceshare must be a YAML mapping (key: value), got the string 'binpack'"]),
+    # well typed, out of range for what it names
+    ("host name that is no node name", {}, {"rtx4090": {"Rig_03": {"ansible_host": "127.0.0.50", "ansible_port": 9}}},
+     ["node Rig_03 (host Rig_03) is not a valid Kubernetes node name"]),
+    ("device index beyond the cards", {"rtx4090": {"device_plugin_vgpu": {"split": 2, "filter_index": [7]}}}, None,
+     ["device_plugin_vgpu of node rig01 (host rig01): filter_index [7] beyond its 5 GPUs"]),
+    ("MIG on a GeForce card", {"rtx4090": {"device_plugin_vgpu": {"split": 2, "mode": "mig"}}}, None,
+     ["device_plugin_vgpu of node rig01 (host rig01): mode mig, but RTX 4090 has no MIG"]),
+    ("unbounded wait", {"all": {"volcano_wait_timeout": 10 ** 6}}, None,
+     ["volcano_wait_timeout must be a number of seconds from 1 to 86400, got 1000000"]),
+    # the escape hatch that took a whole scheduler configuration past every check
+    ("scheduler configuration through the chart values",
+     {"all": {"volcano_chart_values": {"custom": {"scheduler_config_override": "actions: allocate"}}}}, None,
+     ["volcano_chart_values.custom.scheduler_config_override is set by the volcano role",
+      "set volcano_scheduler_actions and volcano_scheduler_tiers instead"]),
 ]
 
 
@@ -253,3 +287,28 @@ def test_bad_input_fails_in_the_preflight_without_contact(bad_runs, case, group_
     assert not unreachable(out), (case, out["stats"])
     assert len(out["plays"]) <= PREFLIGHT_PLAYS, [play["play"]["name"] for play in out["plays"]]
     assert all(s["changed"] == 0 for s in out["stats"].values())
+
+
+def test_a_misspelt_kube_control_group_stops_the_run_before_any_contact(tmp_path):
+    """Without its kube_control group the cluster preflight would match no host and be skipped, and the GPU nodes
+    contacted without the cluster checks: the inventory check runs on localhost and names the likely misspelling."""
+    inventory = example(tmp_path)
+    hosts = pathlib.Path(inventory) / "hosts.yml"
+    hosts.write_text(hosts.read_text().replace("kube_control:", "kube-control:", 1))
+    rc, out, err = site(inventory)
+    assert rc != 0
+    messages = " ".join(failed_messages(out))
+    assert ("the inventory needs exactly one host (it holds the kubeconfig) in group kube_control; found 0 - the "
+            "inventory has group kube-control: a misspelling of kube_control?") in messages, (messages, err[-1500:])
+    assert not unreachable(out) and len(out["plays"]) == 1
+
+
+def test_a_cluster_only_run_contacts_no_gpu_node(tmp_path):
+    """site.yml --tags cluster on the example inventory: the first contact is the kube_control host, in the cluster
+    play; no GPU node is reached (no fact gathering, no role entered for its argument validation)."""
+    rc, out, err = site(example(tmp_path), "--tags", "cluster")
+    assert rc != 0
+    assert set(unreachable(out)) == {"master0"}, (out["stats"], failed_messages(out), err[-1500:])
+    gpu_tasks = [task["task"]["name"] for play in out["plays"] if play["play"]["name"].startswith("GPU nodes")
+                 for task in play["tasks"] if any(not r.get("skipped") for r in task["hosts"].values())]
+    assert gpu_tasks == [], gpu_tasks

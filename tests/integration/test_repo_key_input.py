@@ -9,9 +9,8 @@ from helpers import ROOT, failed_messages, run_playbook
 
 PLAYBOOK = ROOT / "tests" / "integration" / "playbooks" / "node_roles_validate.yml"
 SPACED = "C95B 321B 61E8 8C18 09C4  F759 DDCA E044 F796 ECB0"
-CHECKS = {"container_runtime": ("container_runtime_repo_key_fingerprints", "Check the pinned repository key fingerprints"),
-          "nvidia_driver": ("nvidia_driver_cuda_repo_key_fingerprints",
-                            "Check the pinned CUDA repository key fingerprints")}
+CHECKS = {"container_runtime": ("container_runtime_repo_key_fingerprints", "Check the role's settings"),
+          "nvidia_driver": ("nvidia_driver_cuda_repo_key_fingerprints", "Check the role's settings")}
 
 
 def run(tmp_path, role, value):

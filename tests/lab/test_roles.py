@@ -2,6 +2,8 @@
 real vGPU plugin behind kubelet's device manager."""
 
 import json
+import subprocess
+import sys
 import time
 
 from ansible_collections.gpufleet.vgpu.plugins.module_utils._capacity import parse_pod_devices
@@ -12,6 +14,7 @@ from helpers import ROOT, failed_messages, run_playbook
 from labkit import GPU_NODES, allocatable, children, vgpu_pod_spec, wait_for
 
 PLAYBOOK = ROOT / "playbooks" / "cluster.yml"
+LAB = [sys.executable, str(ROOT / "tools" / "lab" / "lab.py")]
 INVENTORY = str(ROOT / "inventories" / "lab")
 
 
@@ -269,11 +272,28 @@ def _refusal(core, name, spec):
     raise AssertionError("pod %s was admitted" % name)
 
 
+def plan_sources(out):
+    """{node: where the device_plugin role's plan took its GPU sizes from} of a run's json output."""
+    return next(result["sources"] for play in out["plays"] for task in play["tasks"]
+                if task["task"]["name"].endswith("Check the settings and plan (the same check as the preflight's)")
+                for result in task["hosts"].values() if "sources" in result)
+
+
 def test_vgpu_memory_no_card_has_is_refused_at_admission(lab):
     """The policy the role renders from the fleet's GPUs, evaluated by the lab's real API server: a whole RTX 4090
-    (8188 units of 3 MiB) is admitted, one unit more is refused with the unit and the largest card explained."""
+    (8188 units of 3 MiB) is admitted, one unit more is refused with the unit and the largest card explained. The
+    lab's inventory sizes its card groups as inventories/example does (each card at least 24000 or 16000 MiB): a
+    cluster-only run (cluster.yml, and site.yml --tags cluster) takes the cards' real memory from what the plugin
+    registered, never the minimums - the registration wait and the policy compare with 24564 MiB, not 24000."""
+    _converged(lab)  # the plugin deployed and registered (a first deployment plans with the minimums)
     rc, out, err = converge(lab)
     assert rc == 0, (failed_messages(out), err[-2000:])
+    assert plan_sources(out) == {"rig01": "registration", "rig02": "registration"}
+    rc, out, err = run_playbook(ROOT / "playbooks" / "site.yml", "--tags", "cluster", env=lab["env"],
+                                inventory=INVENTORY)
+    assert rc == 0, (failed_messages(out), err[-2000:])
+    assert plan_sources(out) == {"rig01": "registration", "rig02": "registration"}
+    assert out["stats"]["localhost"]["changed"] == 0, out["stats"]
     core = client.CoreV1Api(lab["api"])
     pod = core.create_namespaced_pod("mljobs", {"metadata": {"name": "whole-4090"}, "spec": vgpu_pod_spec(8188)})
     core.delete_namespaced_pod(pod.metadata.name, "mljobs")
@@ -404,3 +424,55 @@ def test_vgpu_requests_without_memory_get_what_the_policy_says(lab):
     policies = client.CustomObjectsApi(lab["api"]).list_cluster_custom_object(
         "admissionregistration.k8s.io", "v1beta1", "mutatingadmissionpolicies")
     assert not policies["items"], policies["items"]
+
+
+def test_a_quiet_plugins_nodes_are_seen_after_a_scheduler_rollout(lab):
+    """The plugin after v1.12.0 writes its Node only when its registration changed (the lab's stand-in with
+    plugin-register=on-change, on a kwok twin of rig01 without a host). After a rollout of the scheduler nothing
+    changes such a node, and Volcano 1.15.1 would place vGPU pods there without a device: the volcano role marks it
+    for the new scheduler, which then allocates devices on it. The control: a rollout without the role leaves the
+    node unseen, and the pod is bound without a device."""
+    _converged(lab)
+    core, apps = client.CoreV1Api(lab["api"]), client.AppsV1Api(lab["api"])
+    twin = "rig03-quiet"
+    capacity = {"cpu": "32", "memory": "256Gi", "pods": "110"}
+    gpus = {"count": 2, "model": "NVIDIA GeForce RTX 4090", "memory_mib": 24564}
+    core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": twin, "labels": {"gpufleet.io/gpu": "true", "kubernetes.io/hostname": twin, "type": "kwok"},
+        "annotations": {"kwok.x-k8s.io/node": "fake", "lab.gpufleet.io/gpus": json.dumps(gpus)}}})
+    core.patch_node_status(twin, {"status": {"capacity": capacity, "allocatable": capacity}})
+    subprocess.run(LAB + ["set", "plugin-register=on-change"], env=lab["env"], check=True)
+    core.create_namespace({"metadata": {"name": "quiet"}})
+
+    def placed(name):
+        spec = dict(vgpu_pod_spec(1000), nodeSelector={"kubernetes.io/hostname": twin})
+        core.create_namespaced_pod("quiet", {"metadata": {"name": name}, "spec": spec})
+        wait_for(lambda: bool(core.read_namespaced_pod(name, "quiet").spec.node_name), 60, "%s bound" % name)
+        return (core.read_namespaced_pod(name, "quiet").metadata.annotations or {}).get("volcano.sh/vgpu-ids-new")
+
+    try:
+        wait_for(lambda: allocatable(lab, twin) == "4" or allocatable(lab, twin), 90, "the twin registered")
+        handshake = core.read_node(twin).metadata.annotations.get("volcano.sh/node-vgpu-handshake")
+        assert handshake is None, handshake          # a quiet plugin: no handshake, nothing every 30 s
+        # Control: the scheduler rolled without the role (its pod template changed) never sees the twin's vGPUs.
+        apps.patch_namespaced_deployment("volcano-scheduler", "volcano-system", {"spec": {"template": {"metadata": {
+            "annotations": {"test.gpufleet.io/roll": str(time.time())}}}}})
+        before = children(lab)["vc-scheduler"]["pid"]
+        wait_for(lambda: children(lab)["vc-scheduler"]["pid"] not in (None, before), 90, "the scheduler restarted")
+        time.sleep(15)  # past its first session: deviceshare has enabled vGPUs, and the twin did not change since
+        assert placed("unseen") is None
+        # The role's rollout (a changed scheduler setting) marks the twin for the new scheduler.
+        rc, out, err = converge(lab, "--tags", "volcano", "-e", json.dumps({"volcano_deviceshare": {
+            "vgpu_enable": True, "schedule_policy": "spread", "schedule_weight": 10}}))
+        assert rc == 0, (failed_messages(out), err[-2000:])
+        started = core.list_namespaced_pod("volcano-system", label_selector="app=volcano-scheduler").items
+        marks = {p.status.container_statuses[0].state.running.started_at for p in started
+                 if p.status.phase == "Running" and p.metadata.deletion_timestamp is None}
+        mark = core.read_node(twin).metadata.annotations.get("gpufleet.io/vgpu-scheduler-resync")
+        assert mark and mark.replace("Z", "+00:00") in {m.isoformat() for m in marks}, (mark, marks)
+        assert placed("seen"), "the pod on the marked twin was bound without a device"
+    finally:
+        subprocess.run(LAB + ["set", "plugin-register=periodic"], env=lab["env"], check=True)
+        core.delete_namespace("quiet")
+        core.delete_node(twin)
+        converge(lab)

@@ -214,7 +214,7 @@ def run(out_dir, splits=(2, 4), seeds=(0, 1, 2, 3, 4), repeats=2):
         api = lab.api()
         core = client.CoreV1Api(api)
         chart = common.pathlib.Path(lab.info["volcano_chart"])
-        results, bounds = [], []
+        results, bounds, configs_seen = [], [], {}
         for split in splits:
             seconds, rc, recap = lab.playbook("cluster.yml", common.ROOT / "inventories" / "lab",
                                               extra={"device_plugin_vgpu": {"split": split}})
@@ -230,14 +230,25 @@ def run(out_dir, splits=(2, 4), seeds=(0, 1, 2, 3, 4), repeats=2):
                 "volcano-scheduler.conf"]
             configs = (("gpufleet-default", deployed), ("article", ARTICLE_CONF),
                        ("chart-default+deviceshare", chart_default_conf(chart)))
+            configs_seen.update({"%s (split %d)" % (name, split) if name == "gpufleet-default" else name: text
+                                 for name, text in configs})
             traces = {}
             for seed in seeds:
                 jobs = tr.make_trace(SEED + split + 1000 * seed, slots, memory_mib)
                 for job in jobs:
                     job["units"] = [tr.units(mib, factor) for mib in job["pods"]]
                 started = time.time()
-                bound = packing.packing_bound(list(gpus.values()), [job["units"] for job in jobs])
-                bound.update(split=split, seed=seed, seconds=round(time.time() - started, 1))
+                cards, units = list(gpus.values()), [job["units"] for job in jobs]
+                bound = packing.packing_bound(cards, units)
+                bound.update(split=split, seed=seed, seconds=round(time.time() - started, 1),
+                             # What an online gang scheduler places in Volcano's order (singles, then gangs; best
+                             # fit), and under two largest-first policies: the scheduler's and the policy's headroom.
+                             online=packing.online_placement(cards, units),
+                             online_largest_first=packing.online_placement(cards, units, packing.largest_first(units)),
+                             online_singles_largest_first=packing.online_placement(
+                                 cards, units, packing.largest_first(units, singles_only=True)),
+                             gpus=cards, jobs=[{"name": job["name"], "mib": job["pods"], "units": job["units"]}
+                                               for job in jobs])
                 bounds.append(bound)
                 traces[seed] = (jobs, bound)
                 common.log("packing bound split %d seed %d: %s" % (split, seed, bound))
@@ -256,7 +267,9 @@ def run(out_dir, splits=(2, 4), seeds=(0, 1, 2, 3, 4), repeats=2):
         return common.write_result(out_dir, "b2-scheduling", {
             "seed": SEED, "seeds": list(seeds), "repeats": repeats, "runs": results, "bounds": bounds,
             "solver": packing.SETTINGS, "settle_s": SETTLE_S, "run_cap_s": RUN_CAP_S, "lab": lab.settings(),
-            "configs": {"article": ARTICLE_CONF, "chart-default+deviceshare": chart_default_conf(chart)}})
+            "workload": {"memory_mix": tr.MEMORY_MIX, "gang_share": tr.GANG_SHARE, "gang_max_mib": tr.GANG_MAX_MIB,
+                         "gang_pods": [2, 5], "overload": 1.5},
+            "configs": configs_seen})
     finally:
         lab.down()
 

@@ -45,6 +45,18 @@ TIMELINE_STEP_S = 10
 PROFILE_AT = (30, 300)  # seconds after the release at which a CPU profile of the scheduler starts, while binding
 PROFILE_S = 30
 PROFILE_TOP = 25        # functions kept per profile (by cumulative time)
+# Where a vGPU scheduler's time goes, by the function whose cumulative time tells it (each profile records them).
+PROFILE_FOCUS = (
+    ("node updates", "volcano.sh/volcano/pkg/scheduler/cache.(*SchedulerCache).AddOrUpdateNode"),
+    ("session snapshot", "volcano.sh/volcano/pkg/scheduler/cache.(*SchedulerCache).Snapshot"),
+    ("vGPU metrics reset", "volcano.sh/volcano/pkg/scheduler/api/devices/nvidia/vgpu.ResetDeviceMetrics"),
+    ("allocate: predicates", "volcano.sh/volcano/pkg/scheduler/actions/allocate.(*Action).predicate"),
+    ("vGPU allocation (pod annotation patch)",
+     "volcano.sh/volcano/pkg/scheduler/api/devices/nvidia/vgpu.(*GPUDevices).Allocate"),
+    ("binding", "volcano.sh/volcano/pkg/scheduler/cache.(*SchedulerCache).Bind"),
+    ("logging", "k8s.io/klog/v2.(*loggingT).printDepth"),
+    ("garbage collection", "runtime.gcBgMarkWorker"),
+)
 # The chart's --enable-pprof: the profiles' endpoint, the one setting B3 adds to the role's.
 PPROF = {"custom": {"scheduler_pprof_enable": True}}
 FIX_TAG = images.volcano_version() + images.VOLCANO_FIX_SUFFIX
@@ -60,25 +72,24 @@ SWEEP = re.compile(r"^w(?P<workers>\d+)-v(?P<level>\d+)$")  # w1-v2: 1 node work
 
 
 def variant(name):
-    """{label, vars, chart (values over the role's), plugin_register} of a variant name: one of VARIANTS, or
-    w<threads>-v<level> (the scheduler's --node-worker-threads and -v, through the chart's values)."""
+    """{label, vars, plugin_register} of a variant name: one of VARIANTS, or w<threads>-v<level> (the scheduler's
+    --node-worker-threads and -v, the volcano role's volcano_scheduler_node_worker_threads and _log_level)."""
     match = SWEEP.match(name)
     if match:
         workers, level = int(match.group("workers")), int(match.group("level"))
         found = {"label": "stock images, %d node worker thread%s, log level %d" % (
             workers, "" if workers == 1 else "s", level),
-            "chart": {"custom": {"scheduler_node_worker_threads": workers, "scheduler_log_level": level}}}
+            "vars": {"volcano_scheduler_node_worker_threads": workers, "volcano_scheduler_log_level": level}}
     elif name in VARIANTS:
         found = dict(VARIANTS[name])
     else:
         raise SystemExit("unknown B3 variant %r (allowed: %s, or w<threads>-v<level>)" % (name, ", ".join(VARIANTS)))
-    chart = json.loads(json.dumps(PPROF))
-    for key, values in found.get("chart", {}).items():
-        chart.setdefault(key, {}).update(values)
-    extra = dict(found.get("vars", {}), volcano_chart_values=chart)
+    extra = dict(found.get("vars", {}), volcano_chart_values=PPROF)
     extra.setdefault("volcano_scheduler_image_tag", "")
     return {"name": name, "label": found["label"], "vars": extra,
             "plugin_register": found.get("plugin_register", "periodic")}
+
+
 GROUP_SIZE = 100
 MODELS = ({"model": "NVIDIA GeForce RTX 4090", "memory_mib": 24564, "group": "rtx4090"},
           {"model": "NVIDIA GeForce RTX 4070 SUPER", "memory_mib": 16376, "group": "rtx4070s"})
@@ -254,9 +265,10 @@ def cpu_seconds(pid):
 
 
 def pprof_top(path):
-    """{duration_s, samples_s, functions: [{function, flat_pct, cum_pct}]} of a CPU profile, the PROFILE_TOP
-    functions with the most cumulative time (go tool pprof -top -cum), or {error}."""
-    result = subprocess.run(["go", "tool", "pprof", "-top", "-cum", "-nodecount=%d" % PROFILE_TOP, str(path)],
+    """{duration_s, samples_s, functions: [{function, flat_pct, cum_pct}], focus: {label: cum_pct}} of a CPU
+    profile: the PROFILE_TOP functions with the most cumulative time (go tool pprof -top -cum), and the cumulative
+    share of each PROFILE_FOCUS function (0 when it did not run); or {error}."""
+    result = subprocess.run(["go", "tool", "pprof", "-top", "-cum", "-nodecount=100000", "-nodefraction=0", str(path)],
                             capture_output=True, text=True, check=False)
     if result.returncode != 0:
         return {"error": result.stderr.strip()[-500:]}
@@ -266,11 +278,15 @@ def pprof_top(path):
         scale = {"s": 1.0, "ms": 0.001}
         found["duration_s"] = round(float(match.group(1)) * scale[match.group(2)], 2)
         found["samples_s"] = round(float(match.group(3)) * scale[match.group(4)], 2)
+    every = []
     for line in result.stdout.splitlines():
         parts = line.split(None, 5)
         if len(parts) == 6 and parts[1].endswith("%") and parts[4].endswith("%"):
-            found["functions"].append({"function": parts[5], "flat_pct": float(parts[1][:-1]),
-                                       "cum_pct": float(parts[4][:-1])})
+            every.append({"function": parts[5].replace(" (inline)", ""), "flat_pct": float(parts[1][:-1]),
+                          "cum_pct": float(parts[4][:-1])})
+    found["functions"] = every[:PROFILE_TOP]
+    cumulative = {row["function"]: row["cum_pct"] for row in every}
+    found["focus"] = {label: cumulative.get(function, 0.0) for label, function in PROFILE_FOCUS}
     return found
 
 
@@ -380,9 +396,18 @@ def clear(core, namespace, timeout=1800):
     """Remove the baseline's pods before the vGPU pods come. Deleted at once (grace period 0, as `kubectl delete
     --force` does): a graceful delete waits for kwok to confirm each pod, about 4 minutes for 10,000 pods here,
     which measure nothing."""
-    core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
-    core.delete_namespace(namespace)
     deadline = time.time() + timeout
+    while True:
+        try:
+            core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+            break
+        except client.exceptions.ApiException as exc:
+            # 10,000 pods under a busy scheduler outlast the API server's 60 s request timeout: it answers 504 and
+            # goes on deleting. Ask again for what is left.
+            if exc.status not in (500, 503, 504) or time.time() > deadline:
+                raise
+            time.sleep(5)
+    core.delete_namespace(namespace)
     while time.time() < deadline:
         try:
             core.read_namespace(namespace)

@@ -59,3 +59,42 @@ def packing_bound(gpus, jobs, max_deterministic_time=SETTINGS["max_deterministic
     return {"bound": bound, "best": best, "optimal": status == cp_model.OPTIMAL, "status": solver.StatusName(status),
             "gap": round((bound - best) / float(bound), 6) if bound else 0.0,
             "deterministic_time": round(solver.deterministic_time, 2)}
+
+
+def online_placement(gpus, jobs, order=None):
+    """Memory an online gang scheduler places when it takes the jobs one by one and keeps what it placed: the
+    singles first, in submission order, then the gangs (Volcano's job controller creates a gang's pods only after
+    its PodGroup was enqueued, so the singles' pods are there first), each pod on the GPU with the least free memory
+    that holds it (binpack), a gang all or nothing. `order`, when given, is the job order to use instead (a policy
+    to study). gpus: [{"memory", "slots"}]; jobs: [[memory, ...], ...]. Returns the placed memory."""
+    free = [dict(gpu) for gpu in gpus]
+    if order is None:
+        order = [j for j, pods in enumerate(jobs) if len(pods) == 1] + [j for j, pods in enumerate(jobs)
+                                                                        if len(pods) > 1]
+    placed = 0
+    for j in order:
+        taken = []
+        for memory in jobs[j]:
+            fits = [g for g, gpu in enumerate(free) if gpu["slots"] > 0 and gpu["memory"] >= memory]
+            if not fits:
+                break
+            g = min(fits, key=lambda i: (free[i]["memory"], i))
+            free[g]["memory"] -= memory
+            free[g]["slots"] -= 1
+            taken.append((g, memory))
+        if len(taken) == len(jobs[j]):
+            placed += sum(jobs[j])
+        else:
+            for g, memory in taken:  # a gang that does not fit whole gives back what it took
+                free[g]["memory"] += memory
+                free[g]["slots"] += 1
+    return placed
+
+
+def largest_first(jobs, singles_only=False):
+    """A job order by memory per vGPU, largest first (stable), for online_placement: every job, or only the singles
+    (the gangs after them in submission order, as Volcano's job controller releases their pods later)."""
+    if singles_only:
+        singles = sorted((j for j, pods in enumerate(jobs) if len(pods) == 1), key=lambda j: -jobs[j][0])
+        return singles + [j for j, pods in enumerate(jobs) if len(pods) > 1]
+    return sorted(range(len(jobs)), key=lambda j: -max(jobs[j]))

@@ -178,7 +178,7 @@ def _pending(rows, key):
 def b2(data):
     if not data:
         return {"b2": "_not run_", "b2_goal": "B2 was not run.", "b2_claims": "", "b2_solver": "",
-                "b2_runs": "_not run_", "b2_seeds": ""}
+                "b2_runs": "_not run_", "b2_seeds": "", "b2_online": ""}
     rows = sorted(data["runs"], key=lambda r: (r["split"], r.get("seed", 0), r.get("repeat", 0), r["config"]))
     runs = _table(
         ["split", "seed", "repeat", "configuration", "jobs (gangs)", "pods bound", "placed / optimum",
@@ -249,14 +249,152 @@ def b2(data):
             "b2_claims": "\n".join(claims) or "- no comparison: one configuration only.", "b2_solver": solver_text,
             "b2_seeds": "Per trace (seed): the optimum, and each configuration's placed / optimum, median of its "
                         "repeats (min-max):\n\n%s" % seeds,
-            "b2_runs": runs}
+            "b2_runs": runs, "b2_online": b2_online(rows, bounds)}
+
+
+def b2_online(rows, bounds):
+    """The online model (packing.online_placement) beside each trace's optimum and what gpufleet's default placed:
+    placed / online is the scheduler's quality, online / optimum the headroom of the submission policy; with the
+    two largest-first orders."""
+    modelled = [b for b in bounds if "online" in b]
+    if not modelled:
+        return ("_This run's JSON has no online model (a run before B2 recorded it): placed / online model is not "
+                "available._")
+    placed = {key: statistics.mean(r["placed_units"] for r in group)
+              for key, group in _groups([r for r in rows if r["config"] == DEFAULT], "split", "seed").items()}
+    body, gaps = [], {}
+    for b in sorted(modelled, key=lambda b: (b["split"], b["seed"])):
+        mine = placed.get((b["split"], b["seed"]))
+        if mine is None:
+            continue
+        gaps.setdefault(b["split"], []).append(abs(mine - b["online"]) / float(b["bound"]))
+        body.append([b["split"], b["seed"], b["bound"], b["online"], _pct(b["online"] / float(b["bound"])),
+                     "%.0f" % mine, _pct(mine / float(b["online"])) if b["online"] else "-",
+                     _pct(b["online_singles_largest_first"] / float(b["bound"])),
+                     _pct(b["online_largest_first"] / float(b["bound"]))])
+    if not body:
+        return "_No run of gpufleet's default in this run's JSON to compare with the online model._"
+    table = _table(["split", "seed", "optimum (units)", "online model (units)", "online / optimum",
+                    "gpufleet-default placed (units, mean)", "placed / online", "singles largest first / optimum",
+                    "every job largest first / optimum"], body)
+    agree = "; ".join("split %d: within %.1f points of the optimum on every seed (largest difference)" % (
+        split, 100 * max(values)) for split, values in sorted(gaps.items()))
+    return "%s\n\nHow closely the model reproduces what gpufleet's default placed: %s." % (table, agree)
 
 
 # ---------------------------------------------------------------- B3
 
+B3_STOCK, B3_FIXED = "stock", "fixed"
+
+
+def _b3_variants(row):
+    """A size's variant runs; the JSON of runs before B3 had variants held one, the stock images'."""
+    if "variants" in row:
+        return row["variants"]
+    return [{"variant": B3_STOCK, "label": "stock images, the role's settings", "throughput": row["throughput"],
+             "vgpu_to_plain": row.get("vgpu_to_plain")}]
+
+
+def _all_bound(run):
+    return run.get("all_bound", run["bound"] >= run["pods"])
+
+
+def _bound(run):
+    return "%d in %.0f s" % (run["bound"], run["bind_seconds"])
+
+
+def _updates(throughput):
+    updates = throughput.get("node_updates")
+    if not updates or updates.get("per_s") is None:
+        return "-"
+    counts = updates["by_change"]
+    return "%.1f (%s)" % (updates["per_s"], ", ".join("%s %d" % (kind, counts[kind]) for kind in counts
+                                                      if counts[kind]) or "none")
+
+
+def _cores(throughput):
+    value = throughput.get("scheduler_cpu_per_s")
+    return "-" if value is None else "%.2f" % value
+
+
+def _ratio(run):
+    return "%.2f" % run["vgpu_to_plain"] if run.get("vgpu_to_plain") is not None else "-"
+
+
+def b3_variant_table(rows):
+    return _table(
+        ["nodes", "variant", "vGPU pods bound", "vGPU binds/s", "vGPU / plain", "Node updates/s while binding "
+         "(by what changed)", "scheduler CPU (cores)", "applied in (s)"],
+        [[r["nodes"], v["variant"], _bound(v["throughput"]), v["throughput"]["pods_per_s"], _ratio(v),
+          _updates(v["throughput"]), _cores(v["throughput"]), v.get("apply_s", "-")]
+         for r in rows for v in _b3_variants(r)])
+
+
+def b3_profiles(rows):
+    """Where the scheduler's CPU went on the largest fleet, per variant and profile (PROFILE_FOCUS shares)."""
+    largest = max(rows, key=lambda r: r["nodes"])
+    header, body = None, []
+    for run in _b3_variants(largest):
+        for profile in run["throughput"].get("profiles") or []:
+            if "focus" not in profile:
+                continue
+            if header is None:
+                header = ["variant", "profile (s after the release)", "bound during it", "CPU samples / s"] + list(
+                    profile["focus"])
+            body.append([run["variant"], "%d-%d" % (profile["at_s"], profile["at_s"] + profile["duration_s"]),
+                         "%d -> %d" % (profile["bound_at_start"], profile["bound_at_end"]),
+                         "%.2f" % (profile["samples_s"] / profile["duration_s"])]
+                        + ["%.0f%%" % share for share in profile["focus"].values()])
+    if not body:
+        return "_No CPU profile in this run's JSON (every run of the largest fleet ended before the first one)._"
+    return ("CPU profiles of the scheduler on %d nodes (share of its samples under each function, cumulative; a "
+            "function called from another counts in both):\n\n%s" % (largest["nodes"], _table(header, body)))
+
+
+def _find(rows, nodes, name):
+    row = next((r for r in rows if r["nodes"] == nodes), None)
+    return next((v for v in _b3_variants(row) if v["variant"] == name), None) if row else None
+
+
+def b3_goals(data):
+    rows = data["runs"]
+    deadline = data.get("bind_deadline_s")
+    sentences = []
+    stock = _find(rows, B3_GOAL_NODES, B3_STOCK)
+    if stock is None:
+        sentences.append("**Goal, stock images with the role's settings on %d nodes: not measured** (no such run in "
+                         "this JSON)." % B3_GOAL_NODES)
+    else:
+        t = stock["throughput"]
+        sentences.append("**Goal, stock images with the role's settings: every one of %d vGPU pods bound on %d nodes%s: "
+                         "%s** (%d bound in %.0f s, %.2f binds/s, %.0f%% of the plain-pod rate)." % (
+                             t["pods"], B3_GOAL_NODES, " within %d s" % deadline if deadline else "",
+                             "met" if _all_bound(t) else "not met", t["bound"], t["bind_seconds"], t["pods_per_s"],
+                             100 * (stock.get("vgpu_to_plain") or 0)))
+        course = pace(t.get("timeline") or [])
+        if course:
+            sentences.append("They bound at %.1f/s in the first minute after the release and at %.1f/s in the last "
+                             "minute, with %d bound." % course)
+    fixed = [(nodes, _find(rows, nodes, B3_FIXED)) for nodes in (100, B3_GOAL_NODES)]
+    if any(run is None for dummy, run in fixed):
+        sentences.append("**Goal, the patched scheduler at >= %.0f%% of the plain-pod rate on 100 and %d nodes: not "
+                         "measured** (a size or the variant is missing from this JSON)."
+                         % (100 * B3_GOAL, B3_GOAL_NODES))
+    else:
+        met = all(_all_bound(run["throughput"]) and (run.get("vgpu_to_plain") or 0) >= B3_GOAL
+                  for dummy, run in fixed)
+        each = "; ".join("%d nodes: %s bound, %.0f%%"
+                         % (nodes, _bound(run["throughput"]), 100 * (run.get("vgpu_to_plain") or 0))
+                         for nodes, run in fixed)
+        sentences.append("**Goal, the patched scheduler at >= %.0f%% of the plain-pod rate on 100 and %d nodes: %s** "
+                         "(%s)." % (100 * B3_GOAL, B3_GOAL_NODES, "met" if met else "not met", each))
+    return " ".join(sentences)
+
+
 def b3(data):
     if not data:
-        return {"b3": "_not run_", "b3_goal": "B3 was not run.", "b3_clock": "", "b3_counting": ""}
+        return {"b3": "_not run_", "b3_goal": "B3 was not run.", "b3_clock": "", "b3_counting": "",
+                "b3_variants": "", "b3_profiles": ""}
     rows = data["runs"]
     # How this JSON's run timed and counted the binds, for the method's sentences.
     method = {"b3_clock": "", "b3_counting": (
@@ -270,38 +408,24 @@ def b3(data):
             "step and the list's own time (the 10-node rates most), and decoding the list took CPU from the "
             "scheduler.")}
     table = _table(
-        ["nodes", "vGPUs", "converge (s)", "rerun (s)", "rerun changed", "all registered (s)", "pods",
-         "vGPU pods bound", "vGPU binds/s", "plain pods bound", "plain binds/s", "vGPU / plain", "peak RSS (MiB)"],
+        ["nodes", "vGPUs", "converge (s)", "rerun (s)", "rerun changed", "all registered (s)", "plain pods bound",
+         "plain binds/s", "peak RSS (MiB)"],
         [[r["nodes"], r["vgpus"], r["converge_s"], r["rerun_s"], r["rerun_changed"], r["registered_s"],
-          r["throughput"]["pods"], "%d in %.0f s" % (r["throughput"]["bound"], r["throughput"]["bind_seconds"]),
-          r["throughput"]["pods_per_s"],
-          "%d in %.0f s" % (r["plain"]["bound"], r["plain"]["bind_seconds"]) if r.get("plain") else "not measured",
-          r["plain"]["pods_per_s"] if r.get("plain") else "-",
-          "%.2f" % r["vgpu_to_plain"] if r.get("vgpu_to_plain") is not None else "-", r["peak_rss_mib"]]
-         for r in rows])
-    largest = max(rows, key=lambda r: r["nodes"])
-    if largest["nodes"] < B3_GOAL_NODES:
-        # A smaller fleet's ratio says nothing of the goal's size: the per-pod cost grows with the nodes.
-        goal = ("**Goal on %d nodes: not measured** (the largest fleet in this run's JSON has %d nodes)."
-                % (B3_GOAL_NODES, largest["nodes"]))
-        return dict(method, b3=table, b3_goal=goal)
-    all_bound = largest["throughput"]["bound"] >= largest["throughput"]["pods"]
-    ratio = largest.get("vgpu_to_plain")
-    met = all_bound and ratio is not None and ratio >= B3_GOAL
-    goal = ("**Goal on %d nodes: every one of %d vGPU pods bound, at >= %.0f%% of the plain-pod bind rate: %s** "
-            "(%d bound in %.0f s; %s)." % (
-                largest["nodes"], largest["throughput"]["pods"], 100 * B3_GOAL, "met" if met else "not met",
-                largest["throughput"]["bound"], largest["throughput"]["bind_seconds"],
-                "vGPU %.2f binds/s against %.2f for plain pods, %.0f%%" % (
-                    largest["throughput"]["pods_per_s"], largest["plain"]["pods_per_s"], 100 * ratio)
-                if ratio is not None else "no plain-pod baseline in this run's JSON"))
-    if not all_bound and data.get("bind_deadline_s"):
-        goal += " The clock stops %d s after the release." % data["bind_deadline_s"]
-    course = pace(largest["throughput"].get("timeline") or [])
-    if course:
-        goal += (" The vGPU pods bound at %.1f/s in the first minute after the release and at %.1f/s in the last "
-                 "minute, with %d bound." % course)
-    return dict(method, b3=table, b3_goal=goal)
+          _bound(r["plain"]) if r.get("plain") else "not measured",
+          r["plain"]["pods_per_s"] if r.get("plain") else "-", r["peak_rss_mib"]] for r in rows])
+    variants = data.get("variants") or {B3_STOCK: "stock images, the role's settings"}
+    legend = "\n".join("- **%s**: %s" % item for item in variants.items())
+    return dict(method, b3=table, b3_goal=b3_goals(data), b3_variants="%s\n\n%s" % (legend, b3_variant_table(rows)),
+                b3_profiles=b3_profiles(rows))
+
+
+def b3_settings(data):
+    """The sweep of the scheduler's settings (bench.py --only b3-settings), when its JSON is there."""
+    if not data:
+        return {"b3_settings": "_The settings sweep (`bench.py --only b3-settings`) has no JSON here._"}
+    rows = data["runs"]
+    return {"b3_settings": "%s\n\n%s\n\nEach run stopped %d s after the release." % (
+        "- %s" % provenance("Settings sweep", data), b3_variant_table(rows), data["bind_deadline_s"])}
 
 
 def pace(timeline, window=60.0):
@@ -384,7 +508,7 @@ def caveats(data, current=None):
 
 
 def figures(out, current=None):
-    data = {name: _load(out, name) for name in ("b1-hosts", "b2-scheduling", "b3-scale", "run")}
+    data = {name: _load(out, name) for name in ("b1-hosts", "b2-scheduling", "b3-scale", "b3-settings", "run")}
     values = {"provenance": "\n".join("- %s" % provenance(name, data[key]) for name, key in (
         ("B1", "b1-hosts"), ("B2", "b2-scheduling"), ("B3", "b3-scale"))),
         "timings": timings(data["run"], _load(out / "cold", "run")),
@@ -392,6 +516,7 @@ def figures(out, current=None):
     values.update(b1(data["b1-hosts"]))
     values.update(b2(data["b2-scheduling"]))
     values.update(b3(data["b3-scale"]))
+    values.update(b3_settings(data["b3-settings"]))
     return values
 
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A Go module of the lab with a series of git patches applied, for `go build -modfile` / `go test -modfile`.
 
     python3 tools/upstream/patched_module.py GROUP_DIR MODULE PATCH_DIR OUT_DIR     # prints OUT_DIR/go.mod

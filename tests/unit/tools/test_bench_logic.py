@@ -48,6 +48,38 @@ def test_a_limit_too_small_reports_the_gap_not_a_flattering_bound():
     assert packing.packing_bound([dict(g, slots=4) for g in ARTICLE_SPLIT_2], jobs, max_deterministic_time=0.05) == cut
 
 
+@pytest.mark.parametrize("gpus, jobs, order, placed", [
+    # best fit: the 4 goes beside the 6 (least free memory that holds it), leaving a whole card for the 9
+    (TWO, [[6], [4], [9]], None, 19),
+    # singles before gangs, whatever the submission order: the 6s take both cards' room before the gang comes
+    (TWO, [[5, 5], [6], [6]], None, 12),
+    # ...which a largest-first order over every job changes: 6 + 6, and the gang of 5s no longer fits either
+    (TWO, [[5, 5], [6], [6]], "largest", 12),
+    # a gang that does not fit whole gives back what it took, and the later single still fits
+    ([{"memory": 10, "slots": 2}], [[6, 6], [4]], None, 4),
+    # slots bound too
+    ([{"memory": 10, "slots": 1}], [[3], [3]], None, 3),
+    # best fit stacks the two 4s on one card (its slots end there), and the second 6 finds no room...
+    (TWO, [[4], [4], [6], [6]], None, 14),
+    # ...which largest first avoids
+    (TWO, [[4], [4], [6], [6]], "largest", 20),
+    (TWO, [[3], [3], [3], [7], [7]], None, 16),
+    (TWO, [[3], [3], [3], [7], [7]], "largest", 20),
+    (TWO, [[3], [3], [3], [7], [7]], "largest-singles", 20),
+])
+def test_online_placement(gpus, jobs, order, placed):
+    chosen = {None: None, "largest": packing.largest_first(jobs),
+              "largest-singles": packing.largest_first(jobs, singles_only=True)}[order]
+    assert packing.online_placement(gpus, jobs, chosen) == placed
+    assert placed <= packing.packing_bound(gpus, jobs)["bound"]
+
+
+def test_largest_first_orders():
+    jobs = [[2], [4, 4], [8], [3], [6, 6]]
+    assert packing.largest_first(jobs) == [2, 4, 1, 3, 0]
+    assert packing.largest_first(jobs, singles_only=True) == [2, 3, 0, 1, 4]
+
+
 def test_trace_is_seeded_and_overloads_the_capacity():
     first = tr.make_trace(7, slots=20, memory_mib=204700)
     assert first == tr.make_trace(7, slots=20, memory_mib=204700)

@@ -247,7 +247,7 @@ def up(args):  # pylint: disable=too-many-locals
 
 def set_option(args):
     """`lab.py set plugin-register=on-change`: a lab option the controller reads on its next pass."""
-    name, _, value = args.option.partition("=")
+    name, dummy, value = args.option.partition("=")
     if name != "plugin-register" or value not in PLUGIN_REGISTER:
         raise SystemExit("unknown option %r (allowed: plugin-register=%s)" % (args.option, "|".join(PLUGIN_REGISTER)))
     lab = read_json(LAB / "lab.json")

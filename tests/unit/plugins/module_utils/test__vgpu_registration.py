@@ -114,3 +114,20 @@ def test_resync_patches_wait_for_the_first_session_and_mark_only_unseen_nodes(no
     # Once patched, nothing is left to mark: a rerun changes nothing.
     marked = [quiet_node("rig01", resync="2026-12-01T11:05:00Z")]
     assert reg.resync_patches(marked, pods, moment) == {"wait_seconds": 0, "patches": []}
+
+
+def test_memory_planned_from_a_minimum_is_a_floor():
+    """Sizes from the card group's minimums (24000 MiB a card) plan 8000 units a 4090: the 8188 it registers passes,
+    fewer fails naming the source; exact sizes still want exactly what they plan."""
+    want = dict(EXPECTED["rig01"], **{"volcano.sh/vgpu-memory": 40000, "memory_mib": 120000, "source": "minimum",
+                                      "memory_exact": False})
+    registered = {"volcano.sh/vgpu-number": "10", "volcano.sh/vgpu-memory": "40940", "volcano.sh/vgpu-cores": "500"}
+    node = {"metadata": {"name": "rig01"}, "status": {"allocatable": registered}}
+    assert reg.check_registration([node], {"rig01": want})["ok"]
+    short = dict(registered, **{"volcano.sh/vgpu-memory": "39000"})
+    problems = reg.check_registration([{"metadata": {"name": "rig01"}, "status": {"allocatable": short}}],
+                                      {"rig01": want})["problems"]
+    assert problems == ["node rig01: volcano.sh/vgpu-memory is 39000, expected at least 40000 (5 GPUs of at least "
+                        "24000 MiB, from minimum)"]
+    exact = dict(want, memory_exact=True)
+    assert not reg.check_registration([node], {"rig01": exact})["ok"]

@@ -8,6 +8,7 @@ import re
 import pytest
 import yaml
 from ansible_collections.gpufleet.vgpu.plugins.modules import vgpu_smoke
+from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _kube_auth, _role_options
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 
 ROOT = pathlib.Path(__file__).resolve().parents[4]
@@ -80,18 +81,32 @@ def test_each_cluster_role_sets_the_group_defaults_from_gpufleet_kube_auth(role)
     assert with_calls and with_calls <= covered, sorted(with_calls - covered)
 
 
-@pytest.mark.parametrize("role", ROLES)
-def test_gpufleet_kube_auth_is_the_same_option_in_every_role(role):
-    specs = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
-    options = specs["argument_specs"]["main"]["options"]
-    first = yaml.safe_load((ROOT / "roles" / ROLES[0] / "meta" / "argument_specs.yml").read_text())
-    option = options["gpufleet_kube_auth"]
-    assert set(option["options"]) == AUTH_KEYS
-    # kubernetes.core's spelling and types, which both its k8s and helm modules take.
+def test_gpufleet_kube_auth_is_specified_once():
+    """One spec (plugin_utils/_kube_auth.py), in kubernetes.core's spelling and types (those its k8s and helm
+    modules both take), checked by role_plan for every role that talks to the cluster; no role repeats it."""
+    option = _kube_auth.SPEC[_kube_auth.VARIABLE]
+    assert set(option["options"]) == AUTH_KEYS and set(_kube_auth.ROLES) == set(ROLES)
     for key, sub in option["options"].items():
         assert sub["type"] == AUTH_ARG_SPEC[key].get("type", "str") or (key, sub["type"]) == ("kubeconfig", "raw")
-    assert option["options"] == first["argument_specs"]["main"]["options"]["gpufleet_kube_auth"]["options"]
-    assert not [name for name in options if re.fullmatch(r"%s_(kubeconfig|kube_context)" % role, name)]
+    for path in sorted((ROOT / "roles").glob("*/meta/argument_specs.yml")):
+        for entry in yaml.safe_load(path.read_text())["argument_specs"].values():
+            assert "gpufleet_kube_auth" not in (entry.get("options") or {}), str(path)
+            assert not [name for name in entry.get("options") or {}
+                        if re.fullmatch(r"[a-z_]+_(kubeconfig|kube_context)", name)], str(path)
+
+
+@pytest.mark.parametrize("value, needle", [
+    ({"kubeconfig": "/etc/kubernetes/admin.conf", "context": "prod"}, None),
+    ({"kubeconfig": "/root/.kube/config", "client_cert": "/etc/admin.crt"}, "gpufleet_kube_auth.client_cert"),
+    ({"validate_certs": "perhaps"}, "validate_certs"),
+    ("/etc/kubernetes/admin.conf", "gpufleet_kube_auth must be a YAML mapping"),
+])
+def test_gpufleet_kube_auth_check(value, needle):
+    errors = _role_options.check(_kube_auth.SPEC, {_kube_auth.VARIABLE: value})
+    if needle is None:
+        assert errors == []
+    else:
+        assert any(needle in e for e in errors), errors
 
 
 def test_vgpu_smoke_takes_kubernetes_cores_auth_options():

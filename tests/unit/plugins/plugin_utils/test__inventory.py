@@ -87,14 +87,6 @@ def test_duplicate_addresses(case, addresses, expected):
         assert message.startswith(start), message
 
 
-def test_options_without_defaults_strips_nested_defaults():
-    spec = {"a": {"type": "int", "default": 1},
-            "b": {"type": "dict", "default": {}, "options": {"c": {"type": "str", "default": "{{ x }}"}}}}
-    expected = {"a": {"type": "int"}, "b": {"type": "dict", "options": {"c": {"type": "str"}}}}
-    assert inv.options_without_defaults(spec) == expected
-    assert spec["a"]["default"] == 1  # the role's spec itself is left alone
-
-
 REPLACED = [
     ("none", {"master1": [], "rig01": []}, []),
     ("one role, one host", {"master1": ["volcano_kubeconfig"]},
@@ -131,3 +123,43 @@ def test_every_replaced_variable_is_gone_from_the_roles():
     texts = "".join(p.read_text() for p in roles.rglob("*.yml"))
     assert [name for name in inv.REPLACED_VARIABLES if name in texts] == []
     assert all(target.split(".")[0].split()[0] in inv.REPLACEMENTS for target in inv.REPLACED_VARIABLES.values())
+
+
+EXPORT = {
+    "all": {"children": ["kube_control", "gpu_nodes"], "vars": {"volcano_scheduler_tier": [], "gpufleet_x": 1,
+                                                                "other_tool_setting": 1}},
+    "gpu_nodes": {"children": ["rtx4090"], "vars": {"device_plugin_vgpus": {"split": 3}}},
+    "rtx4090": {"hosts": ["rig01"], "vars": {"gpu_verify_expected_count": 5}},
+    "kube_control": {"hosts": ["master0"]},
+    "_meta": {"hostvars": {"rig01": {"nvidia_driver_brnach": "570", "device_plugin_node_name": "rig01.k8s"}}},
+}
+KNOWN = {"volcano_scheduler_tiers", "device_plugin_vgpu", "gpu_verify_expected_count", "nvidia_driver_branch"}
+
+
+def test_unknown_variables_are_named_with_the_nearest_known_one():
+    messages = inv.unknown_variables(EXPORT, KNOWN)
+    assert messages == [
+        "device_plugin_vgpus (set in group gpu_nodes) is no variable of gpufleet's roles - did you mean "
+        "device_plugin_vgpu?; list it in gpufleet_foreign_variables if it is another tool's",
+        "nvidia_driver_brnach (set in host rig01) is no variable of gpufleet's roles - did you mean "
+        "nvidia_driver_branch?; list it in gpufleet_foreign_variables if it is another tool's",
+        "volcano_scheduler_tier (set in group all) is no variable of gpufleet's roles - did you mean "
+        "volcano_scheduler_tiers?; list it in gpufleet_foreign_variables if it is another tool's"]
+    # Another tool's variable that happens to share a prefix is left alone once listed.
+    assert len(inv.unknown_variables(EXPORT, KNOWN, foreign=["volcano_scheduler_tier"])) == 2
+
+
+@pytest.mark.parametrize("groups, needles", [
+    ({"kube_control": ["m0"], "gpu_nodes": ["r1"]}, []),
+    ({"kube-control": ["m0"], "gpu_nodes": ["r1"]},
+     ["exactly one host (it holds the kubeconfig) in group kube_control; found 0 - the inventory has group "
+      "kube-control: a misspelling of kube_control?"]),
+    ({"kube_control": ["m0", "m1"], "gpu_nodes": ["r1"]}, ["in group kube_control; found 2"]),
+    ({"kube_control": ["m0"], "gpu_node": ["r1"]},
+     ["at least one host in group gpu_nodes; found 0 - the inventory has group gpu_node"]),
+])
+def test_group_errors(groups, needles):
+    messages = inv.group_errors(groups)
+    assert len(messages) == len(needles), messages
+    for message, needle in zip(messages, needles):
+        assert needle in message

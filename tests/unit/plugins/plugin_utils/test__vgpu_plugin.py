@@ -316,3 +316,32 @@ def test_plugin_version_needs_its_v():
 def test_inventory_sizes_of_the_wrong_type_are_messages(host, fragment):
     errors = _plan(**host)["errors"]
     assert errors == ["node rig01 (host rig01): " + fragment], errors
+
+
+@pytest.mark.parametrize("fleet, host, needle", [
+    ({"split": 2, "filter_index": [5]}, {}, "filter_index [5] beyond its 5 GPUs (indexes 0 to 4, as NVML says)"),
+    ({"split": 2}, {"filter_index": [0, 9]}, "filter_index [9] beyond its 5 GPUs"),
+    ({"split": 2, "mode": "mig"}, {}, "mode mig, but NVIDIA GeForce RTX 4090 has no MIG"),
+    ({"split": 2}, {"mode": "mig", "split": 1}, "has no MIG (only data-center GPUs such as the A100 or H100 have it)"),
+])
+def test_hardware_errors_name_what_the_gpus_cannot_honour(fleet, host, needle):
+    gpus = [{"uuid": "GPU-%d" % i, "index": i, "model": "NVIDIA GeForce RTX 4090", "memory_mib": 24564}
+            for i in range(5)]
+    hosts = [{"host": "rig01", "node": "rig01", "vgpu": host or None, "gpus": gpus, "source": "nvml", "error": None}]
+    errors = vp.hardware_errors(fleet, hosts)
+    assert len(errors) == 1 and needle in errors[0], errors
+
+
+def test_hardware_errors_leave_data_center_cards_and_unknown_sizes_alone():
+    h100 = [{"uuid": "GPU-0", "index": 0, "model": "NVIDIA H100 80GB HBM3", "memory_mib": 81559}]
+    assert vp.hardware_errors({"split": 1, "mode": "mig"}, [
+        {"host": "h1", "node": "h1", "vgpu": None, "gpus": h100, "source": "nvml", "error": None},
+        {"host": "h2", "node": "h2", "vgpu": {"filter_index": [3]}, "gpus": [], "source": None, "error": None}]) == []
+
+
+def test_the_device_configmap_is_what_ansibles_to_nice_yaml_wrote():
+    """The plan renders the device ConfigMap's file itself; it must be byte for byte what the role wrote with
+    to_nice_yaml(indent=2) before, or every cluster would see a change (and a scheduler roll) on upgrade."""
+    from ansible.plugins.filter.core import to_nice_yaml
+    config = vp.device_config({})
+    assert vp.device_config_yaml(config) == to_nice_yaml({"nvidia": config}, indent=2)

@@ -1,0 +1,159 @@
+"""Table tests of the role planners: each rule refused with one message naming the variable, the value and what is
+allowed, and the plans the roles render (plugin_utils._planners)."""
+
+import pathlib
+
+import pytest
+import yaml
+
+from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _gpu_hosts
+from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _planners
+
+ROOT = pathlib.Path(__file__).resolve().parents[4]
+# The defaults that are Jinja, as an inventory shaped like inventories/example gives them.
+RESOLVED = {
+    "device_plugin_gpu_hosts": ["rig01", "rig02"], "device_plugin_monitor_image": "x",
+    "gpu_verify_driver_branch": "", "gpu_verify_health_node_name": "rig01",
+    "monitoring_files_dir": "gpufleet-monitoring", "monitoring_volcano_namespace": "volcano-system",
+    "monitoring_scheduler_service": "volcano-scheduler-service",
+    "monitoring_controllers_service": "volcano-controllers-service", "monitoring_plugin_namespace": "kube-system",
+    "monitoring_gpu_health": True, "monitoring_gpu_nodes": {"rig01": 5, "rig02": 5},
+    "nvidia_driver_kube_host": "master0", "nvidia_driver_kube_node_name": "rig01",
+    "smoke_test_nodes": ["rig01", "rig02"], "smoke_test_report_dir": "gpufleet-report",
+    "container_runtime_repo_url": "https://nvidia.github.io/libnvidia-container/stable/deb/amd64",
+}
+CARD_GROUPS = {"rig01": {"gpu_verify_expected_count": 5, "gpu_verify_min_memory_mib": 24000,
+                         "gpu_verify_model_pattern": "RTX 4090"},
+               "rig02": {"gpu_verify_expected_count": 5, "gpu_verify_min_memory_mib": 16000,
+                         "gpu_verify_model_pattern": "RTX 4070 SUPER"}}
+
+
+def options(role, **changes):
+    values = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text())
+    values = {name: RESOLVED.get(name, value) for name, value in values.items()}
+    values.update(changes)
+    return values
+
+
+def context(hostvars=None, **more):
+    hostvars = CARD_GROUPS if hostvars is None else hostvars
+    found = {"inventory_hosts": ["master0", "rig01", "rig02"], "host_vars": {},
+             "hosts": _gpu_hosts.read(["rig01", "rig02"], hostvars)}
+    found.update(more)
+    return found
+
+
+def plan(role, ctx=None, **changes):
+    return _planners.plan(role, options(role, **changes), ctx or context())
+
+
+@pytest.mark.parametrize("role", sorted(_planners.PLANNERS))
+def test_the_defaults_pass(role):
+    assert plan(role)["errors"] == []
+
+
+BAD = [
+    # waits: at least a second, at most a day
+    ("volcano", {"volcano_wait_timeout": 0}, "volcano_wait_timeout must be a number of seconds from 1 to 86400, got 0"),
+    ("device_plugin", {"device_plugin_wait_timeout": 10 ** 9}, "device_plugin_wait_timeout must be a number of seconds"),
+    ("nvidia_driver", {"nvidia_driver_drain_timeout": -5}, "nvidia_driver_drain_timeout must be a number of seconds"),
+    ("container_runtime", {"container_runtime_restart_timeout": 0}, "container_runtime_restart_timeout must be"),
+    ("smoke_test", {"smoke_test_timeout": 0}, "smoke_test_timeout must be a number of seconds"),
+    # paths, pins, formats
+    ("node_python", {"node_python_venv_path": "opt/venv"}, "node_python_venv_path must be an absolute path, got "
+                                                           "'opt/venv'"),
+    ("node_python", {"node_python_requirements": ["nvidia-ml-py>=12"]}, "not pins: 'nvidia-ml-py>=12'"),
+    ("container_runtime", {"container_runtime_toolkit_version": "1.17.8"}, "version-release such as 1.17.8-1, got "
+                                                                           "'1.17.8'"),
+    ("container_runtime", {"container_runtime_repo_key_fingerprints": ["DDCAE044F796ECB0"]},
+     "'DDCAE044F796ECB0' is not"),
+    ("volcano", {"volcano_chart_version": ">=1.15"}, "volcano_chart_version must be an exact chart version such as "
+                                                     "1.15.1, got '>=1.15'"),
+    ("volcano", {"volcano_chart_repo_url": "http://charts.example.com"}, "must be https:// or oci://"),
+    ("gpu_verify", {"gpu_verify_health_interval": "0s"}, "gpu_verify_health_interval: '0s' is not a systemd time "
+                                                         "span above zero"),
+    # cross-field
+    ("nvidia_driver", {"nvidia_driver_kube_host": "master9"}, "nvidia_driver_kube_host is master9, which is not a "
+                                                              "host of the inventory"),
+    ("nvidia_driver", {"nvidia_driver_kube_drain": False}, "nvidia_driver_kube_drain is false on a Kubernetes node"),
+    # the chart values' escape hatch: what the role sets from its own variables is refused, naming them
+    ("volcano", {"volcano_chart_values": {"custom": {"scheduler_config_override": "actions: allocate"}}},
+     "volcano_chart_values.custom.scheduler_config_override is set by the volcano role"),
+    ("volcano", {"volcano_chart_values": {"basic": {"image_tag_version": "v1.14.0"}}},
+     "volcano_chart_values.basic.image_tag_version is set by the volcano role (checked, and the scheduler rolled on a "
+     "change); set volcano_image_tag instead"),
+    # what the GPUs cannot honour
+    ("device_plugin", {"device_plugin_vgpu": {"split": 2, "filter_index": [7]}},
+     "device_plugin_vgpu of node rig01 (host rig01): filter_index [7] beyond its 5 GPUs"),
+    ("device_plugin", {"device_plugin_vgpu": {"split": 2, "mode": "mig"}},
+     "mode mig, but RTX 4090 has no MIG"),
+]
+
+
+@pytest.mark.parametrize("role, changes, needle", BAD, ids=[b[2][:50] for b in BAD])
+def test_each_bad_value_is_one_message(role, changes, needle):
+    errors = plan(role, **changes)["errors"]
+    assert any(needle in error for error in errors), errors
+    # One message per failed rule: none of the rules that hold is mentioned.
+    assert len([e for e in errors if needle in e]) == 1
+
+
+def test_host_names_that_are_no_node_names_are_refused():
+    hostvars = dict(CARD_GROUPS, **{"Rig_01": CARD_GROUPS["rig01"]})
+    ctx = context(hostvars, hosts=_gpu_hosts.read(["Rig_01", "rig02"], hostvars))
+    errors = plan("device_plugin", ctx, device_plugin_gpu_hosts=["Rig_01", "rig02"])["errors"]
+    assert errors == ["node Rig_01 (host Rig_01) is not a valid Kubernetes node name (lowercase letters, digits, '-' "
+                      "and '.', at most 253): set device_plugin_node_name for that host to the node's name"]
+
+
+# What plugin v1.12.0 registers for rig01's five RTX 4090 under gpuMemoryFactor 3.
+REGISTER = "".join("GPU-%08d-0000-4000-8000-000000000000,2,8188,NVIDIA-NVIDIA GeForce RTX 4090,true,hami-core:" % i
+                   for i in range(5))
+
+
+def test_device_plugin_sizes_from_the_truest_source():
+    # A fresh fleet: the card groups' minimums, and the memory registered is at least that.
+    fresh = plan("device_plugin")
+    assert fresh["expected"]["rig01"]["source"] == "minimum" and fresh["expected"]["rig01"]["memory_exact"] is False
+    # The plugin has registered rig01: its units under the device ConfigMap's factor are the cards' memory.
+    nodes = [{"metadata": {"name": "rig01", "annotations": {"volcano.sh/node-vgpu-register": REGISTER}}}]
+    registered = plan("device_plugin", context(nodes=nodes, registered_factor=3))
+    assert registered["sources"] == {"rig01": "registration", "rig02": "minimum"}
+    assert registered["expected"]["rig01"]["volcano.sh/vgpu-memory"] == 5 * 8188
+    assert registered["expected"]["rig01"]["memory_exact"] is True
+    assert registered["gpus"]["rig01"][0]["memory_mib"] == 24564
+    # NVML's reading of this run beats both.
+    measured = dict(CARD_GROUPS["rig01"], gpu_verify_inventory={"gpus": [
+        {"index": i, "uuid": "GPU-%d" % i, "name": "NVIDIA GeForce RTX 4090", "memory_total_mib": 24564}
+        for i in range(5)]})
+    hostvars = dict(CARD_GROUPS, rig01=measured)
+    ctx = context(hostvars, nodes=nodes, registered_factor=3)
+    assert plan("device_plugin", ctx)["sources"]["rig01"] == "nvml"
+
+
+def test_device_plugin_renders_its_configmaps_with_the_contracts_names():
+    planned = plan("device_plugin")
+    names = [c["name"] for c in planned["configmaps"]]
+    assert names == [planned["names"]["device_configmap"], planned["names"]["node_configmap"]]
+    device = yaml.safe_load(planned["configmaps"][0]["data"][planned["names"]["device_config_key"]])
+    assert device["nvidia"]["gpuMemoryFactor"] == planned["memory_factor"]
+    assert planned["configmaps"][0]["annotations"] == {planned["names"]["default_memory"]: "whole-card"}
+
+
+def test_gpu_verify_mig_mode_follows_the_hosts_vgpu_mode():
+    assert plan("gpu_verify")["expect"]["mig_mode"] == "off"
+    mig = context(host_vars={"device_plugin_vgpu": {"mode": "mig"}})
+    assert plan("gpu_verify", mig)["expect"]["mig_mode"] == "on"
+    assert plan("gpu_verify", mig, gpu_verify_mig_mode="")["expect"]["mig_mode"] == ""
+
+
+def test_volcano_reports_the_schedulers_tag_for_the_version_check():
+    assert plan("volcano")["scheduler_tag"] == "v1.15.1"
+    fixed = plan("volcano", volcano_scheduler_image_tag="v1.15.1-gpufleet-fix")
+    assert fixed["scheduler_tag"] == "v1.15.1-gpufleet-fix"
+    assert fixed["scheduler_tag_variable"] == "volcano_scheduler_image_tag"
+
+
+def test_an_unknown_role_has_no_planner():
+    with pytest.raises(ValueError, match="no planner for role 'kubelet'"):
+        _planners.plan("kubelet", {})
