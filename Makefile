@@ -71,7 +71,7 @@ repos: ## Build (or reuse) the signed local package repositories
 molecule: bootstrap images repos ## All molecule scenarios, two at a time
 	tests/harness/molecule-all.sh $(SCENARIOS)
 
-test: deps bootstrap ## Everything: lint, sanity, units, integration, lab end-to-end, molecule
+test: deps bootstrap ## Everything: lint, sanity, units, integration, lab end-to-end (make site among them), molecule
 	tests/harness/test-all.sh
 
 build: bootstrap ## Build the collection tarball
@@ -106,7 +106,7 @@ site-loop: deps bootstrap ## `make site` SITE_RUNS times in a row (default 5) fr
 	  echo "[site-loop] run $$run of $(SITE_RUNS): $$verdict in $$((SECONDS - t0)) s (.build/site-loop/run-$$run.log)"; \
 	done; echo "[site-loop] $$passed of $(SITE_RUNS) passed"; [ $$passed -eq $(SITE_RUNS) ]
 
-site-ci: bootstrap ## `make site` on a fresh lab of its own, then that lab stopped (a stage of make test)
+site-ci: bootstrap ## `make site` on a fresh lab of its own, then that lab stopped (make lab-test runs make site too)
 	GPUFLEET_LAB_DIR=$(GPUFLEET_CACHE)/lab-site-ci python tools/lab/lab.py down
 	GPUFLEET_LAB_DIR=$(GPUFLEET_CACHE)/lab-site-ci $(MAKE) --no-print-directory site; rc=$$?; \
 	GPUFLEET_LAB_DIR=$(GPUFLEET_CACHE)/lab-site-ci python tools/lab/lab.py down; exit $$rc

@@ -10,6 +10,7 @@ import os
 import subprocess
 
 from ansible.plugins.action import ActionBase
+from ansible.utils.vars import load_extra_vars
 
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _inventory
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _role_options
@@ -35,6 +36,8 @@ class ActionModule(ActionBase):
                     known |= set(_role_options.spec_options(self._loader.load_from_file(specs), entry))
             foreign = self._templar.template(task_vars.get(_inventory.FOREIGN) or [])
             errors += _inventory.unknown_variables(export, known, foreign)
+            # This run's extra vars as the command line gave them (the worker inherits the CLI's arguments).
+            errors += _inventory.pacing_errors(export, load_extra_vars(self._loader))
         errors += _inventory.shape_errors(export or {}, groups.get("gpu_nodes") or [], groups.get("all") or [],
                                           hostvars)
         result.update(changed=False, errors=errors, skipped_checks=skipped)

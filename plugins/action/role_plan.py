@@ -4,25 +4,15 @@
 
 from __future__ import annotations
 
-import os
-
-from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-
-try:  # ansible-core 2.19 renders only templates it trusts: a role's defaults, read here, are the role's own
-    from ansible.template import trust_as_template
-except ImportError:  # before 2.19 every string is a template
-    def trust_as_template(value):
-        return value
 
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _contract
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _gpu_hosts
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _kube_auth
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _planners
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _role_options
-
-# plugins/action/../../roles: the collection's roles, found from this file (a playbook may run from anywhere).
-_ROLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
+from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _role_values
 
 
 class ActionModule(ActionBase):
@@ -38,19 +28,22 @@ class ActionModule(ActionBase):
         if role not in _planners.PLANNERS:
             raise AnsibleActionFail("role_plan: role must be one of %s (or the task's own role), got %r"
                                     % (", ".join(sorted(_planners.PLANNERS)), role))
-        path = os.path.join(_ROLES_DIR, role)
         try:
-            options = _role_options.spec_options(self._loader.load_from_file(
-                os.path.join(path, "meta", "argument_specs.yml")))
+            options = _role_values.options(self._loader, role)
         except ValueError as exc:
             raise AnsibleActionFail("role_plan: role %s: %s" % (role, exc))
-        values = self._values(options, task_vars, path if role != current else None)
+        defaults = _role_values.defaults(self._loader, role)
+        values = {name: _role_options.plain(value) for name, value in _role_values.values(
+            self._templar, options, task_vars, defaults if role != current else None).items()}
         errors = _role_options.check(options, values)
         if role in _kube_auth.ROLES and task_vars.get(_kube_auth.VARIABLE):
             errors += _role_options.check(_kube_auth.SPEC, {
                 _kube_auth.VARIABLE: _role_options.plain(self._templar.template(task_vars[_kube_auth.VARIABLE]))})
         if not errors:
-            planned = _planners.plan(role, values, self._context(role, values, task_vars))
+            context = self._context(role, values, task_vars)
+            # The role's defaults as written: the keys a partial dict of the inventory leaves out come from there.
+            context["defaults"] = _role_options.plain(defaults)
+            planned = _planners.plan(role, values, context)
             errors = planned.pop("errors")
             result.update(planned)
         result.update(changed=False, errors=errors)
@@ -60,27 +53,6 @@ class ActionModule(ActionBase):
         else:
             result["msg"] = "%s: settings checked" % role
         return result
-
-    def _values(self, options, task_vars, defaults_dir):
-        """The options as the role sees them: the inventory's value, else the role's default, templated. Inside the
-        role its defaults are in task_vars already; from a preflight they are read from its defaults file."""
-        variables = dict(task_vars)
-        if defaults_dir is not None:
-            defaults_file = os.path.join(defaults_dir, "defaults", "main.yml")
-            defaults = self._loader.load_from_file(defaults_file) if os.path.exists(defaults_file) else {}
-            variables = dict(_trusted(defaults or {}), **task_vars)
-        templar = self._templar.copy_with_new_env(available_variables=variables)
-        values = {}
-        for name in options:
-            if name not in variables:
-                continue
-            try:
-                values[name] = _role_options.plain(templar.template(variables[name]))
-            except AnsibleError:
-                # A default that needs facts (a repository URL with the node's architecture) cannot be known before
-                # any host is contacted: left out of the preflight's checks, checked when the role runs.
-                continue
-        return values
 
     def _context(self, role, values, task_vars):
         hostvars = task_vars.get("hostvars") or {}
@@ -96,12 +68,3 @@ class ActionModule(ActionBase):
             context["registered_factor"] = (int(given) if given not in (None, "") else
                                             _contract.memory_factor(cluster.get("device_configmap")))
         return context
-
-
-def _trusted(value):
-    """The strings of a role's defaults file, read by this action, trusted as the role's templates."""
-    if isinstance(value, dict):
-        return {key: _trusted(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_trusted(item) for item in value]
-    return trust_as_template(value) if isinstance(value, str) else value

@@ -78,6 +78,10 @@ def vgpu_default_memory_policy(plan, name="gpufleet-vgpu-default-memory",
     return _admission.default_memory_policy_for_plan(plan, name, api_version)
 
 
+def vgpu_default_memory_probe(plan, namespace, image):
+    return _admission.default_memory_probe_for_plan(plan, namespace, image)
+
+
 def vgpu_version_compatibility(volcano_version, plugin):
     return _compat.check(volcano_version, plugin)
 
@@ -91,4 +95,5 @@ class FilterModule:
                 "vgpu_conflicting_daemonsets": vgpu_conflicting_daemonsets,
                 "vgpu_version_compatibility": vgpu_version_compatibility, "vgpu_node_names": vgpu_node_names,
                 "vgpu_admission_policy": vgpu_admission_policy,
-                "vgpu_default_memory_policy": vgpu_default_memory_policy}
+                "vgpu_default_memory_policy": vgpu_default_memory_policy,
+                "vgpu_default_memory_probe": vgpu_default_memory_probe}

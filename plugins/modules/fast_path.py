@@ -34,6 +34,12 @@ options:
     description: V(false) always answers "run every task" (the role's C(<role>_fast_path) switch).
     type: bool
     default: true
+  role:
+    description:
+      - The node role to decide for, from outside it (site.yml decides which nodes a run disrupts before the roles
+        run). Its options are read as the role reads them - the inventory's values over its defaults file - so the
+        digest is the one the role computes itself. Default, the role the task belongs to.
+    type: str
 notes:
   - Needs facts gathered with the C(local) and C(date_time) subsets (the defaults) in this run.
   - Options whose values change on every run (a timestamp, a random value) make the role run in full every time.

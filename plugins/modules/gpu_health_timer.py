@@ -14,8 +14,9 @@ description:
     systemd service and timer that run it every O(interval) with O(interpreter).
   - Each run queries NVML, judges the node as role C(gpufleet.vgpu.gpu_verify) does and writes the verdict as
     node_exporter textfile-collector metrics (C(gpufleet_gpu_*)) to O(textfile); the findings go to the journal.
-  - Enabling and starting the timer is left to M(ansible.builtin.systemd_service); O(state=absent) stops and
-    disables the timer, removes the files and reloads systemd.
+  - With O(run=true) it also enables and starts the timer, and restarts it when a file changed (so that the metrics
+    follow the new code and settings at once), in the same call - a rerun that finds everything in place costs one
+    round trip to the node. O(state=absent) stops and disables the timer, removes the files and reloads systemd.
 author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
@@ -60,6 +61,14 @@ options:
     description: Where the systemd units go.
     type: path
     default: /etc/systemd/system
+  run:
+    description:
+      - Enable and start the timer (after C(systemctl daemon-reload) when a unit file changed), and restart it when
+        any file changed. Needs systemd running the system.
+      - In check mode on a node where the units do not exist yet there is nothing to start; the result says what
+        would be done.
+    type: bool
+    default: false
 notes:
   - The timer runs the check once when it starts and then O(interval) after each run.
 seealso:
@@ -74,14 +83,7 @@ EXAMPLES = r"""
     node: "{{ inventory_hostname }}"
     expect: {expected_count: 5, driver_branch: "570"}
     textfile: /var/lib/node_exporter/textfile_collector/gpufleet_gpu_health.prom
-  register: health
-
-- name: Run it every minute
-  ansible.builtin.systemd_service:
-    name: gpufleet-gpu-health.timer
-    enabled: true
-    state: "{{ 'restarted' if health.units_changed else 'started' }}"
-    daemon_reload: "{{ health.units_changed }}"
+    run: true
 """
 
 RETURN = r"""
@@ -94,6 +96,11 @@ units_changed:
   description: Whether a systemd unit file changed (systemd must reload its units, and the timer restart).
   returned: always
   type: bool
+timer:
+  description: What O(run=true) did to the timer (or would do, in check mode).
+  returned: with O(run=true) and O(state=present)
+  type: str
+  choices: [unchanged, started, restarted]
 unit:
   description: The timer unit's name.
   returned: always
@@ -134,6 +141,28 @@ def wanted_files(params):
     return files
 
 
+def run_timer(module, unit, changed, units_changed):
+    """Enable and start ``unit``, restarted when a file ``changed``: what was (or would be) done."""
+    systemctl = module.get_bin_path("systemctl")
+    # sd_booted(): systemd runs this system.
+    if not systemctl or not os.path.isdir("/run/systemd/system"):
+        module.fail_json(msg="run=true needs systemd running this system, and it does not (no /run/systemd/system); "
+                             "set run=false and start %s another way" % unit)
+    if changed:
+        action = "restarted"
+    else:
+        enabled = module.run_command([systemctl, "is-enabled", unit])[0] == 0
+        active = module.run_command([systemctl, "is-active", unit])[0] == 0
+        action = "unchanged" if enabled and active else "started"
+    if action == "unchanged" or module.check_mode:
+        return action
+    if units_changed:
+        module.run_command([systemctl, "daemon-reload"], check_rc=True)
+    module.run_command([systemctl, "enable", unit], check_rc=True)
+    module.run_command([systemctl, "restart" if action == "restarted" else "start", unit], check_rc=True)
+    return action
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -145,6 +174,7 @@ def main():
             textfile=dict(type="path", required=True),
             interval=dict(type="str", default="1min"),
             unit_dir=dict(type="path", default="/etc/systemd/system"),
+            run=dict(type="bool", default=False),
         ),
         required_if=[("state", "present", ["interpreter", "node"])],
         supports_check_mode=True,
@@ -193,6 +223,13 @@ def main():
     if module._diff and before + after:
         result["diff"] = dict(before="\n".join(before), after="\n".join(after), before_header="gpu health check",
                               after_header="gpu health check")
+    if params["run"]:
+        if module.check_mode and result["units_changed"] and not os.path.exists(unit_names[1]):
+            # A fresh node in a dry run: the units would be written, so the timer would start.
+            result["timer"] = "started"
+        else:
+            result["timer"] = run_timer(module, result["unit"], result["changed"], result["units_changed"])
+        result["changed"] = result["changed"] or result["timer"] != "unchanged"
     module.exit_json(**result)
 
 

@@ -14,8 +14,9 @@ description:
   - Refuses, one message per mistake - a missing or misspelt C(kube_control) or C(gpu_nodes) group (exactly one
     host holds the kubeconfig; at least one GPU host), variables with a role's prefix that no role reads (naming
     the nearest known variable), a host in two unrelated groups that set one gpufleet variable differently,
-    several inventory names for one address and port, and variables of earlier releases that one setting now
-    holds.
+    several inventory names for one address and port, variables of earlier releases that one setting now
+    holds, and rollout pacing (C(gpufleet_node_serial), C(gpufleet_node_max_fail_percentage)) that the inventory
+    sets to another value than the run uses - play keywords, which only extra vars can set.
   - Names in C(gpufleet_foreign_variables) belong to another tool and are never reported.
 author:
   - gpufleet maintainers (@gpufleet)

@@ -149,14 +149,33 @@ def memory_policy_for_plan(plan, name="gpufleet-vgpu-memory"):
     return policy(name, largest, plan["memory_factor"], resource)
 
 
-def default_memory_policy_for_plan(plan, name="gpufleet-vgpu-default-memory", api_version=MUTATING_POLICY_APIS[0]):
-    """default_memory_policy() with the even share of a device_plugin plan's GPUs and its resource names; [] when
-    it registers none."""
+def _plan_share(plan):
+    """(the even share of a device_plugin plan's GPUs or None, its resource names)."""
     splits = {node: want["split"] for node, want in (plan.get("expected") or {}).items()}
-    share = even_share(plan.get("gpus") or {}, splits, plan["memory_factor"])
-    if share is None:
-        return []
     config = plan.get("device_config") or {}
     names = {key: config[field] for key, field in (("number", "resourceCountName"), ("memory", "resourceMemoryName"),
                                                    ("percentage", "resourceMemoryPercentageName")) if config.get(field)}
+    return even_share(plan.get("gpus") or {}, splits, plan["memory_factor"]), names
+
+
+def default_memory_policy_for_plan(plan, name="gpufleet-vgpu-default-memory", api_version=MUTATING_POLICY_APIS[0]):
+    """default_memory_policy() with the even share of a device_plugin plan's GPUs and its resource names; [] when
+    it registers none."""
+    share, names = _plan_share(plan)
+    if share is None:
+        return []
     return default_memory_policy(name, share, api_version, names)
+
+
+def default_memory_probe_for_plan(plan, namespace, image):
+    """What proves the default-memory policy is in effect: {pod, resource, units}, a pod asking for one vGPU without
+    memory (for a server-side dry run: the API server starts applying a new policy a moment after storing it, and
+    a pod created in that moment gets a whole card) and the vGPU memory the policy gives it; None without GPUs."""
+    share, names = _plan_share(plan)
+    if share is None:
+        return None
+    number = names.get("number", "volcano.sh/vgpu-number")
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "gpufleet-default-memory-probe", "namespace": namespace, "labels": dict(MANAGED_BY)},
+           "spec": {"containers": [{"name": "probe", "image": image, "resources": {"limits": {number: "1"}}}]}}
+    return {"pod": pod, "resource": names.get("memory", "volcano.sh/vgpu-memory"), "units": str(share["units"])}

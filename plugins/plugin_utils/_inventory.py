@@ -192,6 +192,37 @@ def unknown_variables(export, known, foreign=()):
     return messages
 
 
+# site.yml's rollout pacing: play keywords, which Ansible templates before any host's variables exist, so only extra
+# vars set them. Name -> (the value without an extra var, what it paces).
+PACING = {
+    "gpufleet_node_serial": ("1", "1 node at a time"),
+    "gpufleet_node_max_fail_percentage": ("0", "the run stops at the first failed node"),
+}
+
+
+def pacing_errors(export, extra_vars):
+    """Messages for rollout pacing the inventory sets to another value than the run uses (``extra_vars``' or the
+    default): Ansible would pace the run by the other value without a word."""
+    values = {}
+    for group, body in (export or {}).items():
+        if group != "_meta" and isinstance(body, dict):
+            for name, value in (body.get("vars") or {}).items():
+                values.setdefault(name, []).append(("group %s" % group, value))
+    for host, variables in ((export or {}).get("_meta") or {}).get("hostvars", {}).items():
+        for name, value in (variables or {}).items():
+            values.setdefault(name, []).append(("host %s" % host, value))
+    messages = []
+    for name, (default, meaning) in PACING.items():
+        used = str(extra_vars[name]) if name in (extra_vars or {}) else default
+        for where, value in values.get(name, []):
+            if str(value) != used:
+                messages.append(
+                    "%s is %s in %s, but this run uses %s: Ansible reads a play's serial and max_fail_percentage "
+                    "before inventory variables exist. Pass it as an extra var (-e %s=%s) or remove it from the "
+                    "inventory (the default: %s)" % (name, value, where, used, name, value, meaning))
+    return messages
+
+
 def group_errors(groups):
     """Messages for the groups site.yml needs: exactly one kube_control host, at least one gpu_nodes host; a
     missing group is looked for among the inventory's groups by its likely misspellings."""

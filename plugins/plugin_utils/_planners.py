@@ -256,14 +256,15 @@ def device_plugin(options, context):
                           "'.', at most 253): set device_plugin_node_name for that host to the node's name"
                           % (host["node"], host["host"]))
     sized = _gpu_hosts.sized(hosts, context.get("nodes"), context.get("registered_factor"))
-    planned = _vgpu_plugin.plan({"vgpu": options.get("device_plugin_vgpu"),
+    base = (context.get("defaults") or {}).get("device_plugin_vgpu")
+    planned = _vgpu_plugin.plan({"vgpu": options.get("device_plugin_vgpu"), "vgpu_defaults": base,
                                  "memory_factor": options.get("device_plugin_gpu_memory_factor"),
                                  "device_config": options.get("device_plugin_device_config"),
                                  "version": options.get("device_plugin_version"),
                                  "node_label": options.get("device_plugin_node_label")}, sized)
     errors += planned["errors"]
     errors += _waits(options, ("device_plugin_wait_timeout",))
-    errors += _vgpu_plugin.hardware_errors(options.get("device_plugin_vgpu"), sized)
+    errors += _vgpu_plugin.hardware_errors(options.get("device_plugin_vgpu"), sized, base)
     if errors:
         return {"errors": errors}
     # What a vGPU request without memory gets, recorded on the device ConfigMap for the report: the whole card, or

@@ -235,17 +235,12 @@ def node_config(nodes):
 
 # The keys of device_plugin_vgpu, in the vocabulary of the node ConfigMap's entries.
 VGPU_KEYS = ("split", "core_scaling", "mode", "filter_uuid", "filter_index")
-# A key set neither in the host's dict nor in the fleet's (group_vars/all replaced the role's dict with a partial
-# one) takes what plugin v1.12.0 uses without any setting: its --device-split-count default, no core scaling,
-# hami-core, no device filter. The role's defaults file holds the same values; this is only the fallback.
-VGPU_ABSENT = {"split": FLAG_DEFAULTS["split"], "core_scaling": 1, "mode": "hami-core", "filter_uuid": [],
-               "filter_index": []}
 
 
 def vgpu_problems(vgpu):
     """Messages for one device_plugin_vgpu dict (empty when valid), each naming the key and the allowed values.
     Keys left out, or null (YAML's `filter_uuid:` with nothing after it), are not checked: they come from the
-    fleet's dict, or VGPU_ABSENT."""
+    fleet's dict, or the role's defaults."""
     if not isinstance(vgpu, dict):
         return ["must be a dict with the keys %s, got %r" % (", ".join(VGPU_KEYS), vgpu)]
     vgpu = {key: value for key, value in vgpu.items() if value is not None}
@@ -272,11 +267,12 @@ def vgpu_problems(vgpu):
     return problems
 
 
-def vgpu_settings(fleet, own):
+def vgpu_settings(fleet, own, base):
     """One node's settings: its host's device_plugin_vgpu (``own``, None when unset) over the fleet's, key by key,
-    over VGPU_ABSENT - a card group sets {split: 3} and keeps the fleet's other keys."""
-    merged = dict(VGPU_ABSENT)
-    for given in (fleet or {}, own or {}):
+    over ``base``, the role's default dict (defaults/main.yml: the fleet's dict may be a partial one that
+    group_vars/all wrote) - a card group sets {split: 3} and keeps the fleet's other keys."""
+    merged = {}
+    for given in (base or {}, fleet or {}, own or {}):
         merged.update({key: value for key, value in given.items() if value is not None})
     return {key: merged[key] for key in VGPU_KEYS}
 
@@ -289,11 +285,12 @@ def _digest(data):
 def plan(settings, hosts):
     """Everything the device_plugin role renders and then expects, from the inventory.
 
-    settings: {vgpu: the fleet's device_plugin_vgpu, memory_factor ('auto' or int), device_config: {...overrides},
+    settings: {vgpu: the fleet's device_plugin_vgpu, vgpu_defaults: the role's default of it (the keys a partial
+    dict leaves out), memory_factor ('auto' or int), device_config: {...overrides},
     version, node_label}. hosts: the GPU hosts as _gpu_hosts.read() returns them.
     """
     errors, nodes = [], {}
-    fleet = settings.get("vgpu") or {}
+    fleet, base = settings.get("vgpu") or {}, settings.get("vgpu_defaults")
     errors.extend("device_plugin_vgpu: %s" % problem for problem in vgpu_problems(fleet))
     fleet = fleet if isinstance(fleet, dict) else {}
     for host in hosts or []:
@@ -309,7 +306,7 @@ def plan(settings, hosts):
             errors.extend("device_plugin_vgpu of %s: %s" % (where, problem) for problem in vgpu_problems(host["vgpu"]))
         if name in nodes:
             errors.append("%s: node name also used by host %s (device_plugin_node_name)" % (where, nodes[name]["host"]))
-        nodes[name] = dict(vgpu_settings(fleet, host["vgpu"] if isinstance(host["vgpu"], dict) else None),
+        nodes[name] = dict(vgpu_settings(fleet, host["vgpu"] if isinstance(host["vgpu"], dict) else None, base),
                            host=host["host"], gpus=host["gpus"] or [], source=host.get("source"),
                            registered_factor=host.get("registered_factor"))
     factor = settings.get("memory_factor", "auto")
@@ -330,8 +327,8 @@ def plan(settings, hosts):
         return {"errors": errors}
     config["gpuMemoryFactor"] = factor
     # The fleet's values, for a node without an entry of its own (every GPU host of the inventory has one).
-    config["deviceSplitCount"] = vgpu_settings(fleet, None)["split"]
-    config["deviceCoreScaling"] = vgpu_settings(fleet, None)["core_scaling"]
+    config["deviceSplitCount"] = vgpu_settings(fleet, None, base)["split"]
+    config["deviceCoreScaling"] = vgpu_settings(fleet, None, base)["core_scaling"]
     legacy = version < NODE_CONFIG_VERSION
     expected, groups, kept = {}, {}, {}
     for name in sorted(nodes):
@@ -392,7 +389,7 @@ def plan(settings, hosts):
 NO_MIG = re.compile(r"GeForce|TITAN|RTX\s*[2-5]0[5-9]0", re.IGNORECASE)
 
 
-def hardware_errors(fleet, hosts):
+def hardware_errors(fleet, hosts, base):
     """Settings the GPUs cannot honour, once their count and models are known (hosts as _gpu_hosts.sized()
     returns them): a device index beyond the node's GPUs, the mig mode on a card without MIG."""
     errors = []
@@ -401,7 +398,7 @@ def hardware_errors(fleet, hosts):
         own = host.get("vgpu") if isinstance(host.get("vgpu"), dict) else None
         if host.get("error") or not host.get("gpus") or vgpu_problems(fleet) or (own and vgpu_problems(own)):
             continue
-        settings = vgpu_settings(fleet, own)
+        settings = vgpu_settings(fleet, own, base)
         where = "node %s (host %s)" % (host["node"], host["host"])
         count = len(host["gpus"])
         beyond = [i for i in settings["filter_index"] if i >= count]

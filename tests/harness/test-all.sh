@@ -3,7 +3,8 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 1
-stages=(lint sanity units integration site-ci lab-test molecule)
+# The README's main job (make site) runs in lab-test, on that stage's fresh lab (tests/lab/test_site.py).
+stages=(lint sanity units integration lab-test molecule)
 [ -n "${GPUFLEET_TEST_STAGES:-}" ] && read -r -a stages <<<"$GPUFLEET_TEST_STAGES"
 declare -A result duration
 passed=0 failed=0

@@ -1,6 +1,7 @@
 """playbooks/site.yml end to end on the lab: GPU nodes as podman hosts, the cluster, smoke tests, the report."""
 
 import json
+import shutil
 import subprocess
 import time
 
@@ -25,10 +26,18 @@ def changed_tasks(out):
 
 
 def test_site_end_to_end_then_no_change_outside_the_smoke_test(lab, tmp_path):
+    """The README's main job, `make site`, on this test's fresh lab (make site reuses a healthy lab), then site.yml
+    again."""
     assert lab["state"].get("hosts_ready"), "the lab's GPU nodes are not podman hosts (make images)"
-    rc, out, err = site(lab, tmp_path / "first")
-    assert rc == 0, (failed_messages(out), err[-3000:])
-    report = json.loads((tmp_path / "first" / "smoke.json").read_text())
+    shutil.rmtree(ROOT / "gpufleet-report", ignore_errors=True)
+    made = subprocess.run(["make", "--no-print-directory", "site"], cwd=ROOT, env=lab["env"], capture_output=True,
+                          text=True, check=False)
+    assert made.returncode == 0, (made.stdout[-3000:], made.stderr[-3000:])
+    assert "Report: gpufleet-report/report.md" in made.stdout, made.stdout[-2000:]
+    # It ran on this test's lab, not on one it started in its place.
+    assert json.loads((lab["dir"] / "state.json").read_text())["pids"] == lab["state"]["pids"]
+    first = ROOT / "gpufleet-report"
+    report = json.loads((first / "smoke.json").read_text())
     statuses = {r["check"]: r["status"] for r in report["smoke"]}
     # Every check passed: on the lab the memory limit is the one kubelet's device manager got from the real plugin.
     assert statuses == {"vgpu_pod": "passed", "fill": "passed", "metrics": "passed", "memory_limit": "passed",
@@ -41,11 +50,11 @@ def test_site_end_to_end_then_no_change_outside_the_smoke_test(lab, tmp_path):
     assert report["real_gpus"] is False
     totals = report["capacity"]["totals"]
     assert (totals["gpus"], totals["vgpus"]) == (10, 20)
-    markdown = (tmp_path / "first" / "report.md").read_text()
+    markdown = (first / "report.md").read_text()
     assert "## Smoke tests" in markdown and "## vGPU capacity" in markdown
     # The capacity picture beside the table (its pixels are tested in test__capacity_picture.py).
     assert "![vGPU capacity per node and GPU](capacity.png)" in markdown
-    assert (tmp_path / "first" / "capacity.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert (first / "capacity.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     # What gpu_verify found is in the report, per node and GPU: rig02's fixture has one card at x8 of x16.
     assert report["gpu_checks"]["rig01"] == {"ok": True, "failures": [], "warnings": []}, report["gpu_checks"]
     [warning] = report["gpu_checks"]["rig02"]["warnings"]
@@ -53,10 +62,6 @@ def test_site_end_to_end_then_no_change_outside_the_smoke_test(lab, tmp_path):
     assert "## GPU checks (gpu_verify)" in markdown and "- rig02: warning: " + warning in markdown, markdown
     assert "- rig01: OK, no findings" in markdown
     assert "\\n" not in markdown and markdown.startswith("# gpufleet report\n\n## Smoke tests")  # real line breaks
-    # The node layers really ran on the podman hosts: gpu_verify read the fake NVML of each node.
-    verdicts = [res for play in out["plays"] for task in play["tasks"] if task["task"]["name"].endswith("Judge the node")
-                for res in task["hosts"].values()]
-    assert len(verdicts) == 2
 
     # A smoke run killed before its cleanup leaves its namespace and a pod holding a vGPU; the next run removes it
     # first (and says so), rather than counting that vGPU as taken by someone else.
@@ -67,6 +72,10 @@ def test_site_end_to_end_then_no_change_outside_the_smoke_test(lab, tmp_path):
              "the leftover pod bound")
     rc, out, err = site(lab, tmp_path / "second")
     assert rc == 0, (failed_messages(out), err[-3000:])
+    # The node layers really ran on the podman hosts: gpu_verify read the fake NVML of each node.
+    verdicts = [res for play in out["plays"] for task in play["tasks"] if task["task"]["name"].endswith("Judge the node")
+                for res in task["hosts"].values()]
+    assert len(verdicts) == 2
     outside = [(host, name) for host, name in changed_tasks(out) if not name.startswith("gpufleet.vgpu.smoke_test :")]
     assert outside == [], outside
     smoke = [result for play in out["plays"] for task in play["tasks"] for result in task["hosts"].values()
@@ -90,42 +99,86 @@ def on_host(lab, node, *argv):
     return subprocess.run(["podman", "exec", name] + list(argv), capture_output=True, text=True, check=False)
 
 
+STEADY, ROLLING = "GPU nodes the run does not disrupt", "GPU nodes the run disrupts"
+
+
+def play_batches(out, prefix):
+    """The hosts of each batch of the plays whose name starts with ``prefix``, in the order they ran (the JSON
+    callback starts a play again for each batch of a serial play)."""
+    return [sorted({host for task in play["tasks"] for host in task["hosts"]}) for play in out["plays"]
+            if play["play"]["name"].startswith(prefix)]
+
+
+def schedulable(lab, node):
+    return not client.CoreV1Api(lab["api"]).read_node(node).spec.unschedulable
+
+
 def test_node_fast_path_skips_unchanged_nodes_and_repairs_drift(lab, tmp_path):
-    """A rerun on unchanged nodes skips the node roles' tasks; what changed on a node is found and put back."""
+    """A rerun on unchanged nodes skips the node roles' tasks and looks at every node at once; what changed on a node
+    is found and put back, one disrupted node at a time."""
     assert lab["state"].get("hosts_ready"), "the lab's GPU nodes are not podman hosts (make images)"
     rc, out, err = site(lab, tmp_path / "converge", "--tags", "nodes")
     assert rc == 0, (failed_messages(out), err[-3000:])
-    rc, out, err = site(lab, tmp_path / "unchanged", "--tags", "nodes")
-    assert rc == 0, (failed_messages(out), err[-3000:])
+    # An operator's cordon on rig02 (no gpufleet mark): a run that does not disrupt the node leaves it.
+    core = client.CoreV1Api(lab["api"])
+    core.patch_node("rig02", {"spec": {"unschedulable": True}})
+    try:
+        rc, out, err = site(lab, tmp_path / "unchanged", "--tags", "nodes")
+        assert rc == 0, (failed_messages(out), err[-3000:])
+        assert not schedulable(lab, "rig02")
+    finally:
+        core.patch_node("rig02", {"spec": {"unschedulable": False}})
     messages = fast_path_messages(out)
     assert sorted(messages) == sorted((h, r) for h in ("rig01", "rig02") for r in NODE_ROLES), messages
     assert all("skipping every task: unchanged since the last run" in m for m in messages.values()), messages
     assert changed_tasks(out) == []
+    # Both nodes in one batch; nothing for the rolling part.
+    assert play_batches(out, STEADY) == [["rig01", "rig02"]]
+    assert play_batches(out, ROLLING) == [[]]
 
-    # Drift on rig01 only: a file of the driver layer removed, containerd's default runtime changed by hand and
-    # stopped, a package of the node virtualenv uninstalled.
+    # Drift on rig01: a file of the driver layer removed, containerd's default runtime changed by hand, a package of
+    # the node virtualenv uninstalled. On rig02 only containerd's configuration.
     assert on_host(lab, "rig01", "rm", "/etc/modprobe.d/blacklist-nouveau.conf").returncode == 0
-    assert on_host(lab, "rig01", "sed", "-i", 's/default_runtime_name = "nvidia"/default_runtime_name = "runc"/',
-                   "/etc/containerd/config.toml").returncode == 0
+    for node in ("rig01", "rig02"):
+        assert on_host(lab, node, "sed", "-i", 's/default_runtime_name = "nvidia"/default_runtime_name = "runc"/',
+                       "/etc/containerd/config.toml").returncode == 0
     assert on_host(lab, "rig01", "/opt/gpufleet/venv/bin/python", "-m", "pip", "uninstall", "-y", "-q",
                    "tomlkit").returncode == 0
+
+    # A node that drifted after site.yml decided it was unchanged: the part that runs all at once changes nothing
+    # on it and hands it to the rolling part.
+    rc, out, err = run_playbook(ROOT / "tests" / "lab" / "playbooks" / "handover.yml", "-e", "node=rig02",
+                                env=lab["env"], inventory=INVENTORY, local=False)
+    assert rc == 0, (failed_messages(out), err[-3000:])
+    assert changed_tasks(out) == []
+    assert "tree /etc/containerd changed" in fast_path_messages(out)[("rig02", "container_runtime")]
+    assert not [name for host, name in ((h, t["task"]["name"]) for p in out["plays"] for t in p["tasks"]
+                                        for h in t["hosts"]) if name.startswith("gpufleet.vgpu.gpu_verify")]
+    assert play_batches(out, "The nodes handed to the rolling part") == [["rig02"]]
+    assert 'default_runtime_name = "runc"' in on_host(lab, "rig02", "cat", "/etc/containerd/config.toml").stdout
+
     rc, out, err = site(lab, tmp_path / "drift", "--tags", "nodes")
     assert rc == 0, (failed_messages(out), err[-3000:])
     messages = fast_path_messages(out)
     assert "file /etc/modprobe.d/blacklist-nouveau.conf is gone" in messages[("rig01", "nvidia_driver")], messages
     assert "tree /etc/containerd changed" in messages[("rig01", "container_runtime")], messages
     assert "site-packages" in messages[("rig01", "node_python")], messages
-    assert all("skipping every task" in messages[("rig02", r)] for r in NODE_ROLES), messages
-    assert {host for host, name in changed_tasks(out)} == {"rig01"}
+    assert "tree /etc/containerd changed" in messages[("rig02", "container_runtime")], messages
+    assert all("skipping every task" in messages[("rig02", r)] for r in ("node_python", "nvidia_driver")), messages
+    # The two disrupted nodes one at a time (gpufleet_node_serial's default), in inventory order.
+    assert play_batches(out, STEADY) == [[]]
+    assert play_batches(out, ROLLING) == [["rig01"], ["rig02"]]
+    assert {host for host, name in changed_tasks(out)} == {"rig01", "rig02"}
     assert on_host(lab, "rig01", "test", "-f", "/etc/modprobe.d/blacklist-nouveau.conf").returncode == 0
-    dump = on_host(lab, "rig01", "containerd", "config", "dump").stdout
-    assert 'default_runtime_name = "nvidia"' in dump
+    for node in ("rig01", "rig02"):
+        assert 'default_runtime_name = "nvidia"' in on_host(lab, node, "containerd", "config", "dump").stdout
     assert on_host(lab, "rig01", "/opt/gpufleet/venv/bin/python", "-c", "import tomlkit").returncode == 0
 
     rc, out, err = site(lab, tmp_path / "repaired", "--tags", "nodes")
     assert rc == 0, (failed_messages(out), err[-3000:])
     assert all("skipping every task" in m for m in fast_path_messages(out).values())
     assert changed_tasks(out) == []
+    assert play_batches(out, STEADY) == [["rig01", "rig02"]]
 
 
 def test_a_failing_check_leaves_nothing_behind(lab, tmp_path):

@@ -1,4 +1,6 @@
-"""B1: the host layers of site.yml across 1, 4 and 8 podman test hosts, against fact gathering and a manual replay.
+"""B1: the host layers of site.yml across 1, 4, 8 and 16 podman test hosts, against two baselines on the same hosts
+(parallel fact gathering; facts plus one NVML call) and a manual replay; and a rerun where 2 of 8 hosts need a
+containerd restart, to show that the disrupted ones still roll one at a time.
 
 Hosts are EL9-like systemd containers (Debian 12 userland with dnf/rpm and AlmaLinux's os-release: the RedHat paths
 the article's AlmaLinux 9 servers take, with the stand-in driver packages of the local repositories), prepared once
@@ -56,15 +58,22 @@ def inventory(work, hosts):
     return path
 
 
-def ansible(argv, inv, profile=None):
-    """Run ansible(-playbook); (seconds, rc, recap). ``profile``: a list that gets the run's slowest tasks."""
+def ansible(argv, inv, details=None):
+    """Run ansible(-playbook); (seconds, rc, recap). ``details``: a dict that gets the run's whole task profile and
+    the hosts of each batch of site.yml's node plays."""
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_CONFIG=str(common.ROOT / "ansible.cfg"))
     started = time.time()
     result = subprocess.run(argv + ["-i", str(inv)], env=env, cwd=str(common.ROOT), capture_output=True, text=True,
                             check=False)
-    if profile is not None:
-        profile.extend(common.task_profile(result.stdout))
+    if details is not None:
+        details["profile"] = common.task_profile(result.stdout)
+        details["batches"] = {part: common.play_batches(result.stdout, prefix) for part, prefix in NODE_PARTS.items()}
     return time.time() - started, result.returncode, common.recap(result.stdout, result.stderr)
+
+
+# site.yml's two parts of the node layers (playbooks/site.yml): all at once, and gpufleet_node_serial at a time.
+NODE_PARTS = {"steady": "GPU nodes the run does not disrupt", "rolling": "GPU nodes the run disrupts"}
+SITE_NODES = ["ansible-playbook", "playbooks/site.yml", "--tags", "nodes"]
 
 
 def start(names, image):
@@ -135,29 +144,56 @@ def manual(names):
     return time.time() - started
 
 
-def one_size(work, image, count, repeat):
+def disrupt_containerd(names):
+    """containerd's default runtime changed by hand on ``names``: the next run must rewrite the configuration and
+    restart containerd there."""
+    for name in names:
+        podman("exec", name, "sed", "-i", 's/default_runtime_name = "nvidia"/default_runtime_name = "runc"/',
+               "/etc/containerd/config.toml")
+
+
+def rerun(names, inv, extra=()):
+    """A rerun of the node layers: its seconds, changes, containerd restarts and rewrites, profile and batches."""
+    before = probe(names)
+    details = {}
+    seconds, rc, recap = ansible(SITE_NODES + list(extra), inv, details)
+    if rc != 0:
+        raise RuntimeError("site.yml --tags nodes rerun failed on %d hosts: %s" % (len(names), recap))
+    restarts, rewrites = differences(before, probe(names))
+    return dict({"seconds": round(seconds, 1), "changed": recap.get("changed"), "rc": rc,
+                 "containerd_restarts": restarts, "config_rewrites": rewrites}, **details)
+
+
+def one_size(work, image, count, repeat, every_task_sizes, disrupt):
     names = ["%s-h%02d" % (PREFIX, i + 1) for i in range(count)]
     hosts = {"h%02d" % (i + 1): name for i, name in enumerate(names)}
     inv = inventory(work / ("n%d" % count), hosts)
     start(names, image)
     row = {"hosts": count, "repeat": repeat}
     try:
-        first_s, rc, recap = ansible(["ansible-playbook", "playbooks/site.yml", "--tags", "nodes"], inv)
+        # Fresh hosts, all at once: the rollout pacing matters on a fleet in service, not on the benchmark's.
+        first_s, rc, recap = ansible(SITE_NODES + ["-e", "gpufleet_node_serial=100%"], inv)
         if rc != 0:
             raise RuntimeError("site.yml --tags nodes failed on %d hosts: %s" % (count, recap))
         row["first_s"], row["first_changed"] = round(first_s, 1), recap["changed"]
-        # After the first run, as a rerun gathers them: with the local fact gpufleet_state the node roles left.
+        # The baselines, after the first run, as a rerun gathers facts: with the local fact the node roles left.
         setup_s, rc, recap = ansible(["ansible", "gpu_nodes", "-m", "ansible.builtin.setup"], inv)
         row["facts_s"] = round(setup_s, 1)
-        for label, extra in variants():
-            before = probe(names)
-            profile = []
-            rerun_s, rc, recap = ansible(["ansible-playbook", "playbooks/site.yml", "--tags", "nodes"] + extra, inv,
-                                         profile)
-            restarts, rewrites = differences(before, probe(names))
-            row["rerun_%s" % label] = {"seconds": round(rerun_s, 1), "changed": recap.get("changed"), "rc": rc,
-                                       "containerd_restarts": restarts, "config_rewrites": rewrites,
-                                       "ratio_to_facts": round(rerun_s / setup_s, 2), "profile": profile}
+        nvml_s, rc, recap = ansible(["ansible-playbook", str(common.ROOT / "tools" / "bench" / "b1-baseline.yml")],
+                                    inv)
+        if rc != 0:
+            raise RuntimeError("the facts + NVML baseline failed on %d hosts: %s" % (count, recap))
+        row["facts_nvml_s"] = round(nvml_s, 1)
+        row["rerun_fast"] = rerun(names, inv)
+        if count in every_task_sizes:
+            row["rerun_every_task"] = rerun(names, inv, ["-e", EVERY_TASK])
+        if count == disrupt["hosts"]:
+            disrupt_containerd(names[:disrupt["disrupted"]])
+            row["rerun_disrupt"] = dict(rerun(names, inv), hosts=count, disrupted=disrupt["disrupted"])
+        for key in ("rerun_fast", "rerun_every_task", "rerun_disrupt"):
+            if key in row:
+                row[key]["ratio_to_facts"] = round(row[key]["seconds"] / setup_s, 2)
+                row[key]["ratio_to_facts_nvml"] = round(row[key]["seconds"] / nvml_s, 2)
         ping_s, rc, recap = ansible(["ansible", "gpu_nodes", "-m", "ansible.builtin.ping"], inv)
         row["one_task_s"] = round(ping_s, 1)
         common.log("B1 %d hosts, repeat %d: %s" % (count, repeat, json.dumps(
@@ -169,9 +205,9 @@ def one_size(work, image, count, repeat):
     try:
         first = manual(names)
         before = probe(names)
-        rerun = manual(names)
+        again = manual(names)
         restarts, rewrites = differences(before, probe(names))
-        row["manual"] = {"first_s": round(first, 1), "rerun_s": round(rerun, 1), "containerd_restarts": restarts,
+        row["manual"] = {"first_s": round(first, 1), "rerun_s": round(again, 1), "containerd_restarts": restarts,
                          "config_rewrites": rewrites}
         common.log("B1 manual %d hosts: %s" % (count, row["manual"]))
     finally:
@@ -179,16 +215,10 @@ def one_size(work, image, count, repeat):
     return row
 
 
-# Every node role's fast path off: each task runs, as before the fast path (docs/fast-path.md).
+# Every node role's fast path off: each task runs, as before the fast path (docs/fast-path.md). Every node then
+# counts as disrupted (its roles will run all their tasks), so this rerun goes one node at a time.
 EVERY_TASK = json.dumps({"node_python_fast_path": False, "nvidia_driver_fast_path": False,
                          "container_runtime_fast_path": False})
-
-
-def variants():
-    """The reruns measured: the repository as it is (the fast path skips what did not change), then every task run
-    (the fast path off, what a rerun cost before it; it also shows that every task is still idempotent)."""
-    yield "fast", []
-    yield "every_task", ["-e", EVERY_TASK]
 
 
 def settings():
@@ -197,13 +227,20 @@ def settings():
     config = configparser.ConfigParser(interpolation=None)
     config.read(common.ROOT / "ansible.cfg")
     return {"ansible_cfg": {section: dict(config[section]) for section in config.sections()},
-            "serial": "gpufleet_node_serial default (1 node at a time)", "connection": "containers.podman.podman"}
+            "serial": "gpufleet_node_serial default (1 node at a time) for reruns; 100% for the first run",
+            "connection": "containers.podman.podman"}
 
 
-def run(out_dir, sizes=(1, 4, 8), repeats=3):
-    """Each size `repeats` times, every time on fresh hosts of the prepared image: the report takes medians."""
+def run(out_dir, sizes=(1, 4, 8, 16), repeats=3, every_task_sizes=(1,), disrupt=(8, 2)):
+    """Each size `repeats` times, every time on fresh hosts of the prepared image: the report takes medians.
+    ``every_task_sizes``: where the rerun with the fast path off is timed too (it rolls one node at a time);
+    ``disrupt``: (hosts, disrupted) - at that size, one more rerun after containerd drifted on that many hosts."""
     work = out_dir / "b1-work"
     image = prepared_image(work)
-    rows = [one_size(work, image, count, repeat) for count in sizes for repeat in range(repeats)]
+    disrupt = {"hosts": disrupt[0], "disrupted": disrupt[1]}
+    rows = [one_size(work, image, count, repeat, set(every_task_sizes), disrupt)
+            for count in sizes for repeat in range(repeats)]
     return common.write_result(out_dir, "b1-hosts", {"image": image, "repeats": repeats, "runs": rows,
-                                                     "facts_after_first_run": True, "settings": settings()})
+                                                     "facts_after_first_run": True, "every_task_sizes":
+                                                     sorted(every_task_sizes), "disrupt": disrupt,
+                                                     "settings": settings()})

@@ -1,6 +1,6 @@
 """gpufleet benchmarks (`make bench`): B1 host layers, B2 scheduling quality, B3 a 1000-node simulated fleet.
 
-    python tools/bench/bench.py [--only b1,b2,b3] [--out docs/benchmarks] [--b1-sizes 1,4,8] [--b3-sizes ...]
+    python tools/bench/bench.py [--only b1,b2,b3] [--out docs/benchmarks] [--b1-sizes 1,4,8,16] [--b3-sizes ...]
     python tools/bench/bench.py --only b3-settings     # B3 under the scheduler settings a site can change (the sweep
                                                        # behind the volcano role's defaults; not in make bench)
     python tools/bench/bench.py report [--out DIR] [--doc PATH]     # the page from existing JSON
@@ -40,7 +40,7 @@ def main(argv=None):
     parser.add_argument("cmd", nargs="?", default="run", choices=("run", "report"))
     parser.add_argument("--only", default="b1,b2,b3")
     parser.add_argument("--out", default=str(common.ROOT / "docs" / "benchmarks"))
-    parser.add_argument("--b1-sizes", type=sizes, default=(1, 4, 8))
+    parser.add_argument("--b1-sizes", type=sizes, default=(1, 4, 8, 16))
     parser.add_argument("--b1-repeats", type=int, default=3, help="fresh-host runs of each size (medians reported)")
     parser.add_argument("--b2-splits", type=sizes, default=(2, 4))
     parser.add_argument("--b2-seeds", type=sizes, default=(0, 1, 2, 3, 4), help="trace seeds per split")

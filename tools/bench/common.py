@@ -175,29 +175,48 @@ class Lab:
         return seconds, result.returncode, recap(result.stdout, result.stderr)
 
 
-def task_profile(stdout, top=15):
-    """The slowest tasks of a run, from the json callback's per-task start and end: [{task, seconds}], each task's
-    wall time (all its hosts), slowest first. What ansible.posix.profile_tasks prints, kept in the JSON."""
+def _callback_output(stdout):
     try:
-        data = json.loads(stdout[stdout.index("{"):])
+        return json.loads(stdout[stdout.index("{"):])
     except ValueError:
-        return []
-    rows = []
-    for play in data.get("plays", []):
+        return {}
+
+
+def task_profile(stdout):
+    """Every task of a run, from the json callback: [{play, task, seconds, ok, changed, skipped, failed}], slowest
+    first. ``seconds`` is the task's wall time (all its hosts), summed over the batches of a serial play, as
+    ansible.posix.profile_tasks would add them up; the counts are of host results."""
+    tasks = {}
+    for play in _callback_output(stdout).get("plays", []):
         for task in play.get("tasks", []):
+            key = (play["play"]["name"], task["task"]["name"])
+            row = tasks.setdefault(key, {"play": key[0], "task": key[1], "seconds": 0.0, "ok": 0, "changed": 0,
+                                         "skipped": 0, "failed": 0})
             duration = task["task"].get("duration") or {}
             if duration.get("start") and duration.get("end"):
                 start, end = (datetime.datetime.fromisoformat(duration[k].replace("Z", "+00:00"))
                               for k in ("start", "end"))
-                rows.append({"task": task["task"]["name"], "seconds": round((end - start).total_seconds(), 2)})
-    return sorted(rows, key=lambda r: -r["seconds"])[:top]
+                row["seconds"] += (end - start).total_seconds()
+            for result in task.get("hosts", {}).values():
+                status = ("failed" if result.get("failed") or result.get("unreachable") else
+                          "skipped" if result.get("skipped") else "changed" if result.get("changed") else "ok")
+                row[status] += 1
+    for row in tasks.values():
+        row["seconds"] = round(row["seconds"], 3)
+    return sorted(tasks.values(), key=lambda r: -r["seconds"])
+
+
+def play_batches(stdout, prefix):
+    """The hosts of each batch of the plays whose name starts with ``prefix``, in order (the json callback starts a
+    serial play again for each batch); [[]] for a play that matched no host."""
+    return [sorted({host for task in play.get("tasks", []) for host in task.get("hosts", {})})
+            for play in _callback_output(stdout).get("plays", []) if play["play"]["name"].startswith(prefix)]
 
 
 def recap(stdout, stderr=""):
     """changed/failed counts from the json callback's stats; the failure messages when there are any."""
-    try:
-        data = json.loads(stdout[stdout.index("{"):])
-    except ValueError:
+    data = _callback_output(stdout)
+    if not data:
         return {"error": (stdout + stderr)[-2000:]}
     stats = data.get("stats", {})
     failures = []

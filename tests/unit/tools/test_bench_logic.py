@@ -1,5 +1,7 @@
 """Table tests for the pure parts of the benchmarks: the packing bound (CP-SAT), traces, placement figures."""
 
+import json
+
 import pytest
 
 import packing  # tools/bench, through the virtualenv's paths (make bootstrap)
@@ -112,3 +114,33 @@ def test_placement_figures():
     free = {"a": {"slots": 1, "memory": 3}, "b": {"slots": 1, "memory": 3}}
     figures = tr.placement_figures(jobs, {"single": 1, "gang": 3, "half": 1}, free)
     assert figures == {"partial_gangs": ["half"], "pending_fit_now": ["fits"], "pending_fragmented": ["frag"]}
+
+
+def _callback_json():
+    """The json callback's output of a run with a serial play in two batches, as ansible-playbook prints it."""
+    def task(name, start, end, hosts):
+        return {"task": {"name": name, "duration": {"start": "2026-12-04T10:00:%02d.000000Z" % start,
+                                                    "end": "2026-12-04T10:00:%02d.500000Z" % end}},
+                "hosts": hosts}
+    plays = [
+        {"play": {"name": "GPU nodes the run does not disrupt - all at once"},
+         "tasks": [task("Fast path", 0, 1, {"h01": {"changed": False}, "h02": {"skipped": True}})]},
+        {"play": {"name": "GPU nodes the run disrupts - gpufleet_node_serial at a time"},
+         "tasks": [task("Converge", 2, 4, {"h03": {"changed": True}})]},
+        {"play": {"name": "GPU nodes the run disrupts - gpufleet_node_serial at a time"},
+         "tasks": [task("Converge", 5, 6, {"h04": {"failed": True}})]},
+    ]
+    return "warning text before the JSON\n" + json.dumps({"plays": plays, "stats": {}})
+
+
+def test_task_profile_sums_batches_and_counts_results():
+    import common  # tools/bench  pylint: disable=import-outside-toplevel
+    profile = common.task_profile(_callback_json())
+    assert profile == [
+        {"play": "GPU nodes the run disrupts - gpufleet_node_serial at a time", "task": "Converge", "seconds": 4.0,
+         "ok": 0, "changed": 1, "skipped": 0, "failed": 1},
+        {"play": "GPU nodes the run does not disrupt - all at once", "task": "Fast path", "seconds": 1.5,
+         "ok": 1, "changed": 0, "skipped": 1, "failed": 0}]
+    assert common.play_batches(_callback_json(), "GPU nodes the run disrupts") == [["h03"], ["h04"]]
+    assert common.play_batches(_callback_json(), "No such play") == []
+    assert common.task_profile("not json") == []

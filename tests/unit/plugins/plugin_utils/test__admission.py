@@ -81,3 +81,26 @@ def test_default_memory_policy_follows_renamed_resources():
                                                      {"number": "example.com/vgpu", "memory": "example.com/vmem"})
     expression = policy["spec"]["mutations"][0]["applyConfiguration"]["expression"]
     assert "'example.com/vgpu' in c.resources.limits" in expression and "{'example.com/vmem': '2729'}" in expression
+
+
+PLAN = {"expected": {"rig01": {"split": 2}, "rig02": {"split": 2}}, "gpus": FLEET, "memory_factor": 3}
+
+
+@pytest.mark.parametrize("config, number, memory", [
+    ({}, "volcano.sh/vgpu-number", "volcano.sh/vgpu-memory"),
+    ({"resourceCountName": "example.com/vgpu", "resourceMemoryName": "example.com/vmem"}, "example.com/vgpu",
+     "example.com/vmem"),
+])
+def test_default_memory_probe_asks_what_the_policy_answers(config, number, memory):
+    probe = _admission.default_memory_probe_for_plan(dict(PLAN, device_config=config), "kube-system", "img:v1")
+    [container] = probe["pod"]["spec"]["containers"]
+    assert container["resources"] == {"limits": {number: "1"}} and container["image"] == "img:v1"
+    assert probe["pod"]["metadata"]["namespace"] == "kube-system"
+    # The policy's own share, as the API server returns a quantity.
+    assert (probe["resource"], probe["units"]) == (memory, "2729")
+    policy, dummy = _admission.default_memory_policy_for_plan(dict(PLAN, device_config=config))
+    assert "{'%s': '2729'}" % memory in policy["spec"]["mutations"][0]["applyConfiguration"]["expression"]
+
+
+def test_default_memory_probe_without_gpus_is_none():
+    assert _admission.default_memory_probe_for_plan(dict(PLAN, gpus={}), "kube-system", "img:v1") is None

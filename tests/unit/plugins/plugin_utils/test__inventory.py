@@ -163,3 +163,24 @@ def test_group_errors(groups, needles):
     assert len(messages) == len(needles), messages
     for message, needle in zip(messages, needles):
         assert needle in message
+
+
+@pytest.mark.parametrize("written, extra, expected", [
+    ({}, {}, []),
+    ({"gpu_nodes": {"gpufleet_node_serial": 1}}, {}, []),                      # what the default does anyway
+    ({"gpu_nodes": {"gpufleet_node_serial": "25%"}}, {"gpufleet_node_serial": "25%"}, []),  # the extra var wins
+    ({"gpu_nodes": {"gpufleet_node_serial": "25%"}}, {},
+     ["gpufleet_node_serial is 25% in group gpu_nodes, but this run uses 1: Ansible reads a play's serial"]),
+    ({"gpu_nodes": {"gpufleet_node_serial": 3}}, {"gpufleet_node_serial": 2},
+     ["gpufleet_node_serial is 3 in group gpu_nodes, but this run uses 2"]),
+    ({"_host": {"gpufleet_node_max_fail_percentage": 50}}, {},
+     ["gpufleet_node_max_fail_percentage is 50 in host rig01, but this run uses 0"]),
+])
+def test_pacing_the_inventory_sets_is_refused_unless_the_run_uses_it(written, extra, expected):
+    export = {"_meta": {"hostvars": {"rig01": written.get("_host", {})}}}
+    export.update({group: {"vars": variables} for group, variables in written.items() if group != "_host"})
+    messages = inv.pacing_errors(export, extra)
+    assert len(messages) == len(expected), messages
+    for message, start in zip(messages, expected):
+        assert message.startswith(start), message
+        assert "-e %s=" % message.split(" ")[0] in message

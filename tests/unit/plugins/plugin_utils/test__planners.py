@@ -38,7 +38,8 @@ def options(role, **changes):
 def context(hostvars=None, **more):
     hostvars = CARD_GROUPS if hostvars is None else hostvars
     found = {"inventory_hosts": ["master0", "rig01", "rig02"], "host_vars": {},
-             "hosts": _gpu_hosts.read(["rig01", "rig02"], hostvars)}
+             "hosts": _gpu_hosts.read(["rig01", "rig02"], hostvars),
+             "defaults": yaml.safe_load((ROOT / "roles" / "device_plugin" / "defaults" / "main.yml").read_text())}
     found.update(more)
     return found
 

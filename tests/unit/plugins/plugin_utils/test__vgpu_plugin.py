@@ -1,13 +1,18 @@
 """Table tests for the vGPU plugin logic shared by role device_plugin and the lab's emulated plugin."""
 
 import json
+import pathlib
 
 import pytest
+import yaml
 
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _gpu_hosts
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _vgpu_plugin as vp
 
 FULL = vp.device_config({"deviceSplitCount": 4, "gpuMemoryFactor": 3})
+# The role's own device_plugin_vgpu (defaults/main.yml): what a partial dict of the inventory leaves out.
+ROLE_DEFAULT = yaml.safe_load((pathlib.Path(__file__).resolve().parents[4] / "roles" / "device_plugin" / "defaults"
+                               / "main.yml").read_text())["device_plugin_vgpu"]
 RIG01 = [{"uuid": "GPU-a%d" % i, "index": i, "model": "NVIDIA GeForce RTX 4090", "memory_mib": 24564} for i in range(5)]
 
 
@@ -122,8 +127,8 @@ RIG01_SPLIT_4 = dict(HOSTVARS, rig01=dict(HOSTVARS["rig01"], device_plugin_vgpu=
 
 
 def plan(settings, hostvars):
-    """What the role's filter does: the GPU hosts as the inventory has them, then the plan."""
-    return vp.plan(settings, _gpu_hosts.read(settings["hosts"], hostvars))
+    """What the role's planner does: the GPU hosts as the inventory has them, then the plan."""
+    return vp.plan(dict(settings, vgpu_defaults=ROLE_DEFAULT), _gpu_hosts.read(settings["hosts"], hostvars))
 
 
 def test_plan_per_node_from_hostvars():
@@ -209,7 +214,7 @@ def test_a_hosts_vgpu_dict_is_checked_key_by_key(vgpu, message):
 ])
 def test_vgpu_settings_merge_key_by_key(fleet, own, want):
     assert vp.vgpu_problems(own or {}) == []
-    assert vp.vgpu_settings(fleet, own) == want
+    assert vp.vgpu_settings(fleet, own, ROLE_DEFAULT) == want
 
 
 def test_two_hosts_of_one_node_name_are_refused():
@@ -328,7 +333,7 @@ def test_hardware_errors_name_what_the_gpus_cannot_honour(fleet, host, needle):
     gpus = [{"uuid": "GPU-%d" % i, "index": i, "model": "NVIDIA GeForce RTX 4090", "memory_mib": 24564}
             for i in range(5)]
     hosts = [{"host": "rig01", "node": "rig01", "vgpu": host or None, "gpus": gpus, "source": "nvml", "error": None}]
-    errors = vp.hardware_errors(fleet, hosts)
+    errors = vp.hardware_errors(fleet, hosts, ROLE_DEFAULT)
     assert len(errors) == 1 and needle in errors[0], errors
 
 
@@ -336,7 +341,8 @@ def test_hardware_errors_leave_data_center_cards_and_unknown_sizes_alone():
     h100 = [{"uuid": "GPU-0", "index": 0, "model": "NVIDIA H100 80GB HBM3", "memory_mib": 81559}]
     assert vp.hardware_errors({"split": 1, "mode": "mig"}, [
         {"host": "h1", "node": "h1", "vgpu": None, "gpus": h100, "source": "nvml", "error": None},
-        {"host": "h2", "node": "h2", "vgpu": {"filter_index": [3]}, "gpus": [], "source": None, "error": None}]) == []
+        {"host": "h2", "node": "h2", "vgpu": {"filter_index": [3]}, "gpus": [], "source": None, "error": None}],
+        ROLE_DEFAULT) == []
 
 
 def test_the_device_configmap_is_what_ansibles_to_nice_yaml_wrote():
