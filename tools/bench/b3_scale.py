@@ -298,14 +298,14 @@ class Probe:
         self.updates = self.pid = self.cpu = None
         self.profiles, self.threads = [], []
 
-    def released(self, released, counter):
+    def released(self, released, counter, deadline):
         self.updates = NodeUpdates(self.api)
         self.updates.start()
         scheduler = self.lab.scheduler()
         self.pid = scheduler.get("pid")
         self.cpu = cpu_seconds(self.pid)
         url = (scheduler.get("metrics_url") or "").replace("/metrics", "/debug/pprof/profile?seconds=%d" % PROFILE_S)
-        for at in PROFILE_AT:
+        for at in profile_starts(deadline):
             thread = threading.Thread(target=self.profile, args=(url, released, at, counter), daemon=True)
             thread.start()
             self.threads.append(thread)
@@ -336,6 +336,13 @@ class Probe:
                 "profiles": sorted(self.profiles, key=lambda p: p["at_s"])}
 
 
+def profile_starts(deadline):
+    """When the CPU profiles start: PROFILE_AT, each moved earlier so that it ends by the deadline (the counter of
+    bound pods stops there, so a profile past it would show no bind). Starts that coincide are taken once."""
+    latest = max(0, deadline - PROFILE_S)
+    return tuple(sorted({min(at, latest) for at in PROFILE_AT}))
+
+
 def throughput(api, core, count, limits, namespace, deadline=BIND_DEADLINE_S, probe=None):
     """Create `count` pods asking for `limits` (8 threads), each naming one of count/GROUP_SIZE PodGroups of
     minMember 1 that do not exist yet; then create the PodGroups and time until Volcano has bound every pod, or
@@ -362,7 +369,7 @@ def throughput(api, core, count, limits, namespace, deadline=BIND_DEADLINE_S, pr
     created = time.time() - started
     released = time.time()
     if probe:
-        probe.released(released, counter)
+        probe.released(released, counter, deadline)
     for index in range(groups):
         custom.create_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", namespace, "podgroups", {
             "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "g%03d" % index},
@@ -496,6 +503,6 @@ def run(out_dir, sizes=(10, 100, 1000), variants=DEFAULT_VARIANTS, deadline=BIND
         # Written after every size: a larger fleet that fails keeps the smaller ones' figures.
         result = common.write_result(out_dir, name, {
             "pods_per_node": PODS_PER_NODE, "bind_deadline_s": deadline, "group_size": GROUP_SIZE,
-            "timeline_step_s": TIMELINE_STEP_S, "profile_at_s": list(PROFILE_AT), "profile_s": PROFILE_S,
+            "timeline_step_s": TIMELINE_STEP_S, "profile_at_s": list(profile_starts(deadline)), "profile_s": PROFILE_S,
             "variants": {v: variant(v)["label"] for v in variants}, "runs": rows})
     return result

@@ -394,7 +394,15 @@ def b3_variant_table(rows):
          for r in rows for v in _b3_variants(r)])
 
 
-def b3_profiles(rows):
+def _bound_during(profile, deadline):
+    # Runs before the profiles were kept inside the deadline took one that ended after it, when the counter of bound
+    # pods had stopped: its two counts are the same whatever the scheduler did.
+    if deadline and profile["at_s"] + profile["duration_s"] > deadline:
+        return "not counted (after the run's end at %d s)" % deadline
+    return "%d -> %d" % (profile["bound_at_start"], profile["bound_at_end"])
+
+
+def b3_profiles(rows, deadline=None):
     """Where the scheduler's CPU went on the largest fleet, per variant and profile (PROFILE_FOCUS shares)."""
     largest = max(rows, key=lambda r: r["nodes"])
     header, body = None, []
@@ -406,7 +414,7 @@ def b3_profiles(rows):
                 header = ["variant", "profile (s after the release)", "bound during it", "CPU samples / s"] + list(
                     profile["focus"])
             body.append([run["variant"], "%d-%d" % (profile["at_s"], profile["at_s"] + profile["duration_s"]),
-                         "%d -> %d" % (profile["bound_at_start"], profile["bound_at_end"]),
+                         _bound_during(profile, deadline),
                          "%.2f" % (profile["samples_s"] / profile["duration_s"])]
                         + ["%.0f%%" % share for share in profile["focus"].values()])
     if not body:
@@ -480,7 +488,7 @@ def b3(data):
     variants = data.get("variants") or {B3_STOCK: "stock images, the role's settings"}
     legend = "\n".join("- **%s**: %s" % item for item in variants.items())
     return dict(method, b3=table, b3_goal=b3_goals(data), b3_variants="%s\n\n%s" % (legend, b3_variant_table(rows)),
-                b3_profiles=b3_profiles(rows))
+                b3_profiles=b3_profiles(rows, data.get("bind_deadline_s")))
 
 
 def b3_settings(runs):

@@ -6,7 +6,8 @@ import pathlib
 
 import pytest
 
-import report  # tools/bench, through the virtualenv's paths (make bootstrap)
+import b3_scale  # tools/bench, through the virtualenv's paths (make bootstrap)
+import report
 
 MACHINE = {"date": "2026-12-03 10:00 UTC", "cpus": 2, "cpu_model": "x", "memory_gib": 24.0, "commit": "abc1234"}
 VERSIONS = {"kubernetes": "v1.35.3", "volcano": "v1.15.1", "vgpu_plugin": "v1.12.0", "kwok": "v0.8.0",
@@ -327,3 +328,26 @@ def test_settings_sweeps_render_one_table_each_with_their_own_provenance(tmp_pat
     assert text.index("Settings sweep (b3-settings-100.json)") < text.index("Settings sweep (b3-settings-1000.json)")
     assert "| 1000 | w1-v2 | 10000 in 100 s | 30.0 |" in text, text
     assert "has no JSON here" in report.b3_settings([])["b3_settings"]
+
+
+def test_b3_profile_past_the_runs_end_says_its_counts_mean_nothing():
+    # A run of 300 s whose second profile ran from 300 to 330 s: the counter of bound pods had stopped.
+    data = b3_data(10000, 40.0, 100.0)
+    data["bind_deadline_s"] = 300
+    data["runs"][1]["variants"][0]["throughput"]["profiles"] = [
+        {"at_s": at, "duration_s": 30.0, "samples_s": 19.5, "bound_at_start": start, "bound_at_end": end,
+         "focus": {"node updates": 23.0}} for at, start, end in ((30, 440, 1000), (300, 3400, 3400))]
+    text = report.b3(data)["b3_profiles"]
+    assert "| stock | 30-60 | 440 -> 1000 | 0.65 | 23% |" in text, text
+    assert "| stock | 300-330 | not counted (after the run's end at 300 s) | 0.65 | 23% |" in text, text
+
+
+@pytest.mark.parametrize("deadline, starts", [
+    (900, (30, 300)),    # make bench: both inside the run
+    (300, (30, 270)),    # the settings sweep: the late one ends at the deadline
+    (50, (20,)),         # a short run: one profile, ending at the deadline
+    (10, (0,)),
+])
+def test_b3_profiles_end_by_the_deadline(deadline, starts):
+    assert b3_scale.profile_starts(deadline) == starts
+    assert all(at + b3_scale.PROFILE_S <= max(deadline, b3_scale.PROFILE_S) for at in starts)
