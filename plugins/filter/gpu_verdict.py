@@ -50,7 +50,8 @@ from ansible_collections.gpufleet.vgpu.plugins.module_utils._gpu_policy import e
 
 def gpu_verdict(inventory, node, expect=None):
     try:
-        return evaluate(node, inventory, expect or {})
+        xid = inventory.get("xid") or {}
+        return evaluate(node, inventory, expect or {}, xid.get("events"), inventory.get("baseline"))
     except ValueError as exc:
         raise AnsibleFilterError("gpu_verdict: invalid expectations for %s: %s" % (node, exc)) from exc
 

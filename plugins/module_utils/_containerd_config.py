@@ -9,6 +9,8 @@ Only the keys this module owns are touched: ``default_runtime_name``, the ``runt
 
 from __future__ import annotations
 
+import glob as globmod
+import os
 import re
 
 try:
@@ -206,6 +208,44 @@ def apply(text, runtime_name="nvidia", binary_name="/usr/bin/nvidia-container-ru
     imports = [str(i) for i in doc.get("imports", [])]
     new_text = tomlkit.dumps(doc) if changes else text
     return new_text, changes, version, imports
+
+
+def candidate_text(text, live_path, glob=None):
+    """The config ``text`` as it is validated at a temporary path next to ``live_path``, meaning what it will mean
+    at the live path.
+
+    containerd loads the main file, then its imports breadth first, and skips any file it has already loaded - so at
+    the live path an import of the file itself (``imports = ["/etc/containerd/config.toml"]``, or a glob that
+    matches it, as some hand-written files have) is a no-op. A candidate at another path would instead import the
+    old live file and let it override the new settings. The candidate therefore lists its imports resolved as
+    containerd resolves them from the live path (clean, relative to the file's folder, globs expanded), without the
+    live file. Imports of imported files are left as they are: they still name the live path, which containerd then
+    loads once.
+    """
+    try:
+        doc = tomlkit.parse(text)
+    except TOMLKitError:
+        return text
+    imports = doc.get("imports")
+    if not imports:
+        return text
+    glob = glob or _glob
+    live = os.path.normpath(live_path)
+    resolved = []
+    for entry in imports:
+        entry = os.path.normpath(str(entry))
+        if not os.path.isabs(entry):
+            entry = os.path.normpath(os.path.join(os.path.dirname(live), entry))
+        matches = sorted(glob(entry)) if "*" in entry else [entry]
+        resolved.extend(path for path in matches if os.path.normpath(path) != live)
+    if resolved == [str(entry) for entry in imports]:
+        return text
+    doc["imports"] = resolved
+    return tomlkit.dumps(doc)
+
+
+def _glob(pattern):
+    return globmod.glob(pattern)
 
 
 def effective_problems(dump, runtime_name="nvidia", binary_name="/usr/bin/nvidia-container-runtime",

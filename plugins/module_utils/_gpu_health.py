@@ -12,12 +12,15 @@ unit tests call ``samples`` and ``registry`` directly. Private to the collection
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
-from ansible_collections.gpufleet.vgpu.plugins.module_utils import _gpu_policy, _nvml
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _gpu_policy, _nvml, _xid
 
 UNIT = "gpufleet-gpu-health"
+# Next to the check's config: the kernel log's read position, this boot's Xid events, the last passed GPUs.
+STATE_FILE = "state.json"
 # Every series the check writes: name -> (labels, help). The monitoring role's alerts and dashboard read these.
 NODE = ("node",)
 GPU = ("node", "gpu", "uuid", "pci_bus_id")
@@ -41,12 +44,34 @@ METRICS = {
     "gpufleet_gpu_remapped_rows_failed": (GPU, "1 when a row remapping failed (the GPU needs an RMA)."),
     "gpufleet_gpu_pcie_link_width": (GPU, "Current PCIe link width (lanes)."),
     "gpufleet_gpu_pcie_link_width_max": (GPU, "Maximum PCIe link width of the GPU and its slot (lanes)."),
+    "gpufleet_gpu_xid_events": (GPU + ("code", "action"), "Xid events of this code the kernel logged for the card "
+                                                          "this boot; action: what NVIDIA's Xid catalog calls for "
+                                                          "(ignore, restart_app, reset_gpu, reboot, check)."),
+    "gpufleet_gpu_xid_last_seen_seconds": (GPU + ("code", "action"), "When the check last found this Xid in the "
+                                                                     "kernel log (Unix time)."),
+    "gpufleet_gpu_xid_reader_up": (NODE + ("source", "error"), "1 when the kernel log was read (source: kmsg, "
+                                                               "journal or file); error says why not."),
 }
 
 
-def samples(node, inventory, verdict, expect, now):
+def _xid_samples(base, gpus, xid):
+    found = [("gpufleet_gpu_xid_reader_up", dict(base, source=xid.get("source") or "none", error=xid.get("error") or ""),
+              int(not xid.get("error")))]
+    gpu_of = {_xid.bus_key(g.get("pci_bus_id")): g for g in gpus}
+    for record in (xid.get("events") or {}).values():
+        gpu = gpu_of.get(record["bus"]) or {}
+        labels = dict(base, gpu=str(gpu.get("index", "")), uuid=gpu.get("uuid") or "",
+                      pci_bus_id=gpu.get("pci_bus_id") or record["bus"], code=str(record["code"]),
+                      action=record["action"])
+        found.append(("gpufleet_gpu_xid_events", labels, record["count"]))
+        found.append(("gpufleet_gpu_xid_last_seen_seconds", labels, record["last_seen"]))
+    return found
+
+
+def samples(node, inventory, verdict, expect, now, xid=None, baseline=None):
     """[(metric, labels, value)] of one check: ``inventory`` is _nvml.collect()'s result, ``verdict`` _gpu_policy's
-    evaluate() of it with ``expect``, ``now`` the Unix time of the check."""
+    evaluate() of it with ``expect``, ``now`` the Unix time of the check, ``xid`` _xid.read()'s state and ``baseline``
+    the GPUs of the last passed check (a GPU NVML cannot query keeps their identity in its labels)."""
     base = {"node": node}
     diagnosis = inventory.get("diagnosis") or {}
     found = [
@@ -59,6 +84,11 @@ def samples(node, inventory, verdict, expect, now):
     ]
     if expect.get("expected_count") is not None:
         found.append(("gpufleet_gpu_expected", base, expect["expected_count"]))
+    elif (baseline or {}).get("gpus"):
+        found.append(("gpufleet_gpu_expected", base, len(baseline["gpus"])))
+    gpus = _gpu_policy.known_identity(inventory, baseline)
+    if xid is not None:
+        found.extend(_xid_samples(base, gpus, xid))
     if not inventory.get("ok"):
         return found
     found.append(("gpufleet_gpu_visible", base, inventory.get("gpu_count", 0)))
@@ -67,7 +97,7 @@ def samples(node, inventory, verdict, expect, now):
                                                    min_driver=str(expect.get("min_driver") or "")), 1))
     found.append(("gpufleet_gpu_driver_ok", base, int(bool(verdict.get("driver_ok")))))
     # evaluate() judges every GPU record, in the inventory's order.
-    for gpu, judged in zip(inventory.get("gpus", []), verdict["gpus"]):
+    for gpu, judged in zip(gpus, verdict["gpus"]):
         labels = dict(base, gpu=str(gpu["index"]), uuid=gpu.get("uuid") or "", pci_bus_id=gpu.get("pci_bus_id") or "")
         found.append(("gpufleet_gpu_healthy", labels, int(judged["ok"])))
         for counter in ("volatile", "aggregate"):
@@ -101,11 +131,41 @@ def registry(found):
     return found_registry
 
 
-def check(nvml, config, now):
-    """(verdict, samples) of one NVML check with the installed ``config`` (node, expect)."""
+def check(nvml, config, now, state=None):
+    """(verdict, samples, state) of one check with the installed ``config`` (node, expect, xid_source).
+
+    ``state`` is the previous check's (or {}): the kernel log's read position and this boot's Xid events, and the
+    GPUs of the last passed check (``baseline``), which the new state keeps or, after a pass, replaces.
+    """
+    state = state or {}
     inventory, expect = _nvml.collect(nvml), config.get("expect") or {}
-    verdict = _gpu_policy.evaluate(config["node"], inventory, expect)
-    return verdict, samples(config["node"], inventory, verdict, expect, now)
+    inventory["wsl"] = _nvml.is_wsl()
+    xid = _xid.read(config.get("xid_source") or "auto", state.get("xid") or {}, now)
+    baseline = state.get("baseline")
+    verdict = _gpu_policy.evaluate(config["node"], inventory, expect, xid["events"], baseline)
+    found = samples(config["node"], inventory, verdict, expect, now, xid, baseline)
+    if verdict["ok"] and inventory.get("ok"):
+        baseline = {"gpus": [{"index": g["index"], "uuid": g.get("uuid"), "pci_bus_id": g.get("pci_bus_id")}
+                             for g in inventory.get("gpus", [])]}
+    return verdict, found, {"xid": xid, "baseline": baseline}
+
+
+def load_state(path):
+    """The state a previous check saved at ``path``, or {} (none yet, or unreadable: the check starts afresh)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            state = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def save_state(path, state):
+    """Write ``state`` to ``path`` through a temporary file and a rename: an interrupted check leaves the old one."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(state, handle, sort_keys=True)
+    os.replace(tmp, path)
 
 
 def units(config_path, interpreter, install_dir, interval):
@@ -150,9 +210,11 @@ def main(argv=None):
     import pynvml  # pylint: disable=import-outside-toplevel
     from prometheus_client import write_to_textfile  # pylint: disable=import-outside-toplevel
 
-    verdict, found = check(pynvml, config, time.time())
+    state_path = os.path.join(os.path.dirname(os.path.abspath(argv[0])), STATE_FILE)
+    verdict, found, state = check(pynvml, config, time.time(), load_state(state_path))
     # Written to a temporary file and renamed: node_exporter never reads half a file.
     write_to_textfile(config["textfile"], registry(found))
+    save_state(state_path, state)
     # The journal keeps what the metrics only count: each finding with its cause and next step. (This runs under
     # systemd, not as a module: standard output is the journal.)
     # The verdict line names the first failure (and an OK line its warnings); the rest follow, one a line.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpufleet.vgpu.plugins.module_utils import _nvml
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _nvml, _xid
 
 DEFAULT_EXPECT = {
     "expected_count": None,
@@ -117,8 +117,56 @@ def _gpu_findings(gpu, expect):
     return failures, warnings
 
 
-def evaluate(node, inventory, expect=None):
+def known_identity(inventory, baseline):
+    """The inventory's GPU records, each missing UUID or bus ID filled from ``baseline`` (the GPUs of the node's last
+    passed check, by index): a GPU that NVML can no longer query is still named by what was read before."""
+    before = {gpu.get("index"): gpu for gpu in (baseline or {}).get("gpus") or []}
+    gpus = []
+    for gpu in inventory.get("gpus", []):
+        known = before.get(gpu.get("index")) or {}
+        gpus.append(dict(gpu, uuid=gpu.get("uuid") or known.get("uuid"),
+                         pci_bus_id=gpu.get("pci_bus_id") or known.get("pci_bus_id")))
+    return gpus
+
+
+def _missing_cards(inventory, baseline):
+    """A failure when fewer GPUs are visible than when the node last passed, naming the cards gone, else None."""
+    before = (baseline or {}).get("gpus") or []
+    count = inventory.get("gpu_count", 0)
+    if count >= len(before):
+        return None
+    seen = {_xid.bus_key(g.get("pci_bus_id")) for g in inventory.get("gpus", [])}
+    gone = ["%s (%s)" % (g.get("pci_bus_id"), g.get("uuid")) for g in before
+            if _xid.bus_key(g.get("pci_bus_id")) not in seen]
+    return ("%d GPU(s) visible, %d when the node last passed its check%s — a card fell off the bus or is not seated; "
+            "if it was removed on purpose, set gpu_verify_expected_count: %d"
+            % (count, len(before), "; gone: " + ", ".join(gone) if gone else "", count))
+
+
+def _xid_findings(gpus, xid_events):
+    """(failures, warnings, {gpu index: its failures}) of the kernel's Xid events this boot, each named by its card."""
+    failures, warnings, failed = [], [], {}
+    index_of = {_xid.bus_key(g.get("pci_bus_id")): g for g in gpus}
+    for bus, records in sorted(_xid.by_bus(xid_events or {}).items()):
+        gpu = index_of.get(bus)
+        label = _gpu_label(gpu) if gpu else "the card at PCI %s (not visible to NVML)" % bus
+        for record in records:
+            line = _xid.finding(record, label).replace("<index>", str(gpu["index"]) if gpu else "<index>")
+            if record["action"] in _xid.FAILING:
+                failures.append(line)
+                if gpu:
+                    failed.setdefault(gpu["index"], []).append(line)
+            elif record["action"] != "ignore":
+                warnings.append(line)
+    return failures, warnings, failed
+
+
+def evaluate(node, inventory, expect=None, xid_events=None, baseline=None):
     """Verdict for ``node`` from an ``nvml_info`` result and expectations (missing keys take DEFAULT_EXPECT).
+
+    ``xid_events`` are the kernel's Xid events of this boot (``_xid.read()``'s ``events``); ``baseline`` the GPUs of
+    the node's last passed check (``{"gpus": [{index, uuid, pci_bus_id}]}``): without an expected count, fewer GPUs
+    than that fail the node, and a GPU NVML cannot query keeps its earlier identity.
 
     Returns ``{"node", "ok", "failures", "warnings", "line", "gpus", "driver_ok"}``; ``line`` is one readable line for
     the play output, ``gpus`` the findings per GPU record in the inventory's order (``index``, ``ok``, ``failures``,
@@ -136,12 +184,18 @@ def evaluate(node, inventory, expect=None):
             failures.append("NVML unavailable: %s — %s; next: %s" % (diag["error"], diag["cause"], diag["next_step"]))
         else:
             failures.append("NVML unavailable for an unknown reason")
+    elif inventory.get("wsl"):
+        failures.append("this is a WSL host (the GPU is reached through Windows' WDDM driver %s): the device plugin "
+                        "cannot isolate vGPUs here and gpufleet does not support it; use a Linux host with the NVIDIA "
+                        "Linux driver" % inventory.get("driver_version"))
     else:
         count = inventory.get("gpu_count", 0)
         wanted = exp["expected_count"]
         if wanted is not None and count != wanted:
             missing = " — a card is missing from the bus or not seated" if count < wanted else ""
             failures.append("%s GPU(s) visible, inventory expects %s%s" % (count, wanted, missing))
+        elif wanted is None and _missing_cards(inventory, baseline):
+            failures.append(_missing_cards(inventory, baseline))
         driver = inventory.get("driver_version")
         if exp["min_driver"] and driver and version_tuple(driver) < version_tuple(exp["min_driver"]):
             driver_ok = False
@@ -151,12 +205,20 @@ def evaluate(node, inventory, expect=None):
             failures.append("driver %s is loaded, but the inventory expects branch %s (nvidia_driver_branch): a "
                             "reboot is pending after a branch change, or the node was installed by hand"
                             % (driver, exp["driver_branch"]))
-        for gpu in inventory.get("gpus", []):
+        known = known_identity(inventory, baseline)
+        for gpu in known:
             gpu_failures, gpu_warnings = _gpu_findings(gpu, exp)
             failures.extend(gpu_failures)
             warnings.extend(gpu_warnings)
             gpus.append({"index": gpu["index"], "ok": not gpu_failures, "failures": gpu_failures,
                          "warnings": gpu_warnings})
+        xid_failures, xid_warnings, xid_failed = _xid_findings(known, xid_events)
+        failures.extend(xid_failures)
+        warnings.extend(xid_warnings)
+        for judged in gpus:
+            if judged["index"] in xid_failed:
+                judged["ok"] = False
+                judged["failures"].extend(xid_failed[judged["index"]])
     if failures:
         line = "%s: FAILED: %s" % (node, failures[0])
         if len(failures) > 1:

@@ -9,6 +9,8 @@ real driver and against the test suite's fake ``libnvidia-ml.so.1``. Private to 
 
 from __future__ import annotations
 
+import os
+
 # NVML return codes (nvml.h); the binding's own constants are used at run time, these names label diagnoses.
 ERROR_NAMES = {
     1: "UNINITIALIZED",
@@ -227,6 +229,18 @@ def _system(nvml, errors):
         # NVML encodes CUDA versions as major * 1000 + minor * 10 (12040 -> 12.4).
         "cuda_driver_version": None if cuda is None else "%d.%d" % (cuda // 1000, (cuda % 1000) // 10),
     }
+
+
+def is_wsl(osrelease="/proc/sys/kernel/osrelease", dxg="/dev/dxg"):
+    """Whether this is Windows Subsystem for Linux: its kernel names itself (5.15.167.4-microsoft-standard-WSL2) and
+    the GPU is reached through Windows' driver by /dev/dxg, not through the NVIDIA Linux kernel module."""
+    try:
+        with open(osrelease, encoding="utf-8") as handle:
+            if "microsoft" in handle.read().lower():
+                return True
+    except OSError:
+        pass
+    return os.path.exists(dxg)
 
 
 def collect(nvml):

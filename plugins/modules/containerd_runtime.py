@@ -178,7 +178,7 @@ def _validate(module, binary, text, directory, path, imports):
     fd, candidate = tempfile.mkstemp(prefix=".config.toml.candidate.", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            handle.write(cc.candidate_text(text, path))
         rc, out, err = module.run_command([binary, "--config", candidate, "config", "dump"])
     finally:
         os.unlink(candidate)

@@ -61,6 +61,14 @@ options:
     description: Where the systemd units go.
     type: path
     default: /etc/systemd/system
+  xid_source:
+    description:
+      - Where the check reads the NVIDIA driver's Xid events, each run only what was added since the last.
+      - V(auto) reads C(/dev/kmsg) when it can, else the journal's kernel messages (C(journalctl -k)); V(kmsg) and
+        V(journal) name one of them; any other value is the path of a log file the kernel's messages go to (for
+        example rsyslog's C(/var/log/kern.log)), read from its end at the first run.
+    type: str
+    default: auto
   run:
     description:
       - Enable and start the timer (after C(systemctl daemon-reload) when a unit file changed), and restart it when
@@ -71,6 +79,8 @@ options:
     default: false
 notes:
   - The timer runs the check once when it starts and then O(interval) after each run.
+  - The check keeps C(state.json) in O(path) (the kernel log's read position, this boot's Xid events, the GPUs of
+    the last passed check); O(state=absent) removes it too.
 seealso:
   - module: gpufleet.vgpu.nvml_info
   - module: ansible.builtin.systemd_service
@@ -114,11 +124,11 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _atomic as atomic
-from ansible_collections.gpufleet.vgpu.plugins.module_utils import _gpu_health, _gpu_policy, _nvml
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _gpu_health, _gpu_policy, _nvml, _xid
 
 # The code the check runs, under its package path so that its imports work as they do in the collection.
 PACKAGE = os.path.join("ansible_collections", "gpufleet", "vgpu", "plugins", "module_utils")
-CODE = (_nvml, _gpu_policy, _gpu_health)
+CODE = (_nvml, _xid, _gpu_policy, _gpu_health)
 
 
 def _read(path):
@@ -134,8 +144,8 @@ def wanted_files(params):
     config = os.path.join(params["path"], "config.json")
     files = {os.path.join(params["path"], PACKAGE, module.__name__.rsplit(".", 1)[-1] + ".py"):
              (inspect.getsource(module), 0o644) for module in CODE}
-    files[config] = (json.dumps({"node": params["node"], "expect": params["expect"], "textfile": params["textfile"]},
-                                indent=1, sort_keys=True) + "\n", 0o644)
+    files[config] = (json.dumps({"node": params["node"], "expect": params["expect"], "textfile": params["textfile"],
+                                 "xid_source": params["xid_source"]}, indent=1, sort_keys=True) + "\n", 0o644)
     for name, text in _gpu_health.units(config, params["interpreter"], params["path"], params["interval"]).items():
         files[os.path.join(params["unit_dir"], name)] = (text, 0o644)
     return files
@@ -175,6 +185,7 @@ def main():
             interval=dict(type="str", default="1min"),
             unit_dir=dict(type="path", default="/etc/systemd/system"),
             run=dict(type="bool", default=False),
+            xid_source=dict(type="str", default="auto"),
         ),
         required_if=[("state", "present", ["interpreter", "node"])],
         supports_check_mode=True,
@@ -187,7 +198,8 @@ def main():
     result = dict(changed=False, files=[], units_changed=False, unit=_gpu_health.UNIT + ".timer")
 
     if params["state"] == "absent":
-        result["files"] = [path for path in sorted(wanted_files(params)) + [params["textfile"]] if os.path.exists(path)]
+        result["files"] = [path for path in sorted(wanted_files(params)) + [
+            params["textfile"], os.path.join(params["path"], _gpu_health.STATE_FILE)] if os.path.exists(path)]
         result["units_changed"] = any(path in unit_names for path in result["files"])
         result["changed"] = bool(result["files"])
         if not module.check_mode and result["files"]:

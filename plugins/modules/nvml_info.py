@@ -27,7 +27,17 @@ attributes:
     support: full
   diff_mode:
     support: none
-options: {}
+options:
+  health_state:
+    description:
+      - The state file of the GPU health check between runs (module M(gpufleet.vgpu.gpu_health_timer) writes it);
+        when it exists, the result adds this boot's Xid events (those it recorded and those the kernel logged
+        since, read without moving its position) and the GPUs of the node's last passed check.
+    type: path
+  xid_source:
+    description: Where to read the kernel's Xid events, as M(gpufleet.vgpu.gpu_health_timer)'s O(gpufleet.vgpu.gpu_health_timer#module:xid_source).
+    type: str
+    default: auto
 requirements:
   - nvidia-ml-py (C(pynvml)) on the node
   - the NVIDIA driver's C(libnvidia-ml.so.1) for real data (without it the module reports the diagnosis)
@@ -183,13 +193,23 @@ nvml:
         diagnosis:
           description: Why this GPU could not be opened (for example V(GPU_IS_LOST)), or V(null).
           type: dict
+    wsl:
+      description: Whether the node is Windows Subsystem for Linux (GPUs through Windows' WDDM driver; unsupported).
+      type: bool
+    xid:
+      description: The NVIDIA driver's Xid events of this boot (C(source), C(error), C(events) by card and code).
+      type: dict
+    baseline:
+      description: The GPUs (index, UUID, bus ID) of the node's last passed health check, or V(null).
+      type: dict
 """
 
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpufleet.vgpu.plugins.module_utils._nvml import collect
+from ansible_collections.gpufleet.vgpu.plugins.module_utils import _gpu_health, _xid
+from ansible_collections.gpufleet.vgpu.plugins.module_utils._nvml import collect, is_wsl
 
 try:
     import pynvml
@@ -201,7 +221,9 @@ else:
 
 
 def main():
-    module = AnsibleModule(argument_spec={}, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=dict(health_state=dict(type="path"),
+                                              xid_source=dict(type="str", default="auto")),
+                           supports_check_mode=True)
     if pynvml is None:
         module.fail_json(
             msg=missing_required_lib(
@@ -210,7 +232,14 @@ def main():
             ),
             exception=PYNVML_IMPORT_ERROR,
         )
-    module.exit_json(changed=False, nvml=collect(pynvml))
+    nvml = collect(pynvml)
+    nvml["wsl"] = is_wsl()
+    state = _gpu_health.load_state(module.params["health_state"]) if module.params["health_state"] else {}
+    # Read only: the position stays the health check's, which reads the same lines again on its next run.
+    xid = _xid.read(module.params["xid_source"], state.get("xid") or {})
+    nvml["xid"] = {"source": xid["source"], "error": xid["error"], "events": xid["events"]}
+    nvml["baseline"] = state.get("baseline")
+    module.exit_json(changed=False, nvml=nvml)
 
 
 if __name__ == "__main__":

@@ -192,6 +192,13 @@ def health_alerts(s):
          "critical", "A GPU node failed its health check",
          "Node {{ $labels.node }} failed gpu_verify's check (NVML unavailable, fewer GPUs than the inventory "
          "says, or not the driver it installs); %s." % journal),
+        ("GpufleetGPUXid",
+         # The catalog's actions after which the card is not fit for work; the series lasts the boot.
+         'gpufleet_gpu_xid_events{action=~"reset_gpu|reboot"} > 0', t["gpu_unhealthy"], "critical",
+         "The NVIDIA driver logged an Xid that calls for a GPU reset or a reboot",
+         "GPU {{ $labels.gpu }} ({{ $labels.pci_bus_id }}) on node {{ $labels.node }} logged Xid {{ $labels.code }} "
+         "{{ $value }} time(s) this boot; NVIDIA's Xid catalog calls for: {{ $labels.action }}. Drain the node, then "
+         "reset the GPU or reboot it (a reboot clears the alert); %s." % journal),
         ("GpufleetGPUHealthCheckStale", stale, t["down"], "warning",
          "A GPU node's health check is not reporting",
          "No GPU health check from node {{ $labels.node }} for over %s: the gpufleet-gpu-health timer is stopped "

@@ -164,6 +164,10 @@ def gpu_verify(options, context):
                  "warn_on_pcie_degraded", "warn_on_persistence_off"):
         expect[flag] = bool(options.get("gpu_verify_" + flag))
     errors = ["gpu_verify_" + problem for problem in _gpu_policy.validate_expect(expect)]
+    source = options.get("gpu_verify_xid_source")
+    if source not in ("auto", "kmsg", "journal") and not (isinstance(source, str) and source.startswith("/")):
+        errors.append("gpu_verify_xid_source: %r is none of auto, kmsg, journal or an absolute path of a kernel log "
+                      "file" % (source,))
     if options.get("gpu_verify_health_timer"):
         interval = options.get("gpu_verify_health_interval")
         if not isinstance(interval, str) or not TIMESPAN.match(interval):

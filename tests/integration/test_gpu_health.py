@@ -74,13 +74,14 @@ def test_install_check_mode_then_idempotent_then_absent(tmp_path):
         "/gpu-health/ansible_collections/gpufleet/vgpu/plugins/module_utils/_gpu_health.py",
         "/gpu-health/ansible_collections/gpufleet/vgpu/plugins/module_utils/_gpu_policy.py",
         "/gpu-health/ansible_collections/gpufleet/vgpu/plugins/module_utils/_nvml.py",
+        "/gpu-health/ansible_collections/gpufleet/vgpu/plugins/module_utils/_xid.py",
         "/gpu-health/config.json", "/textfile/", "/units/gpufleet-gpu-health.service",
         "/units/gpufleet-gpu-health.timer"]
     # The diff shows the settings and the units, not the collection's own code.
     assert "OnUnitActiveSec=2min" in first["diff"]["after"] and "def collect" not in first["diff"]["after"]
     # The installed code is the collection's, byte for byte.
     installed = root / "gpu-health" / "ansible_collections" / "gpufleet" / "vgpu" / "plugins" / "module_utils"
-    for name in ("_nvml.py", "_gpu_policy.py", "_gpu_health.py"):
+    for name in ("_nvml.py", "_xid.py", "_gpu_policy.py", "_gpu_health.py"):
         assert (installed / name).read_text() == (ROOT / "plugins" / "module_utils" / name).read_text()
     assert json.loads((root / "gpu-health" / "config.json").read_text())["expect"] == RIG01
     rc, again, dummy = install(root, expect=RIG01)
@@ -158,3 +159,31 @@ def test_the_findings_are_counted_and_the_gpu_series_filled(tmp_path, fake_lib):
     assert "1 warning(s): GPU 2" in done.stdout
     [stamp] = found["gpufleet_gpu_check_timestamp_seconds"].values()
     assert stamp > 1.7e9
+
+
+def test_between_runs_an_xid_fails_its_card_and_a_card_gone_fails_the_node(tmp_path, fake_lib):
+    """The installed check, run as its unit runs it, three times: healthy; then the kernel log gains an Xid 79 line
+    for one card while NVML still answers; then a card no longer enumerates, with no count in the inventory."""
+    root, log = tmp_path / "node", tmp_path / "kern.log"
+    log.write_text("Dec  5 09:00:00 rig01 kernel: an earlier line\n")
+    assert install(root, expect={"model_pattern": "RTX 4090"}, xid_source=str(log))[0] == 0
+    done, found = run_check(root, fake_lib, "rig01")
+    assert done.returncode == 0 and one(found, "gpufleet_gpu_node_healthy") == 1, done.stdout + done.stderr
+    [(labels, up)] = found["gpufleet_gpu_xid_reader_up"].items()
+    assert up == 1 and dict(labels)["source"] == "file"
+    bus = {dict(labels)["gpu"]: dict(labels)["pci_bus_id"] for labels in found["gpufleet_gpu_healthy"]}["2"]
+    domain, bus_no, device = bus.split(".")[0].split(":")
+    with log.open("a") as handle:
+        handle.write("Dec  5 09:01:00 rig01 kernel: [ 6154.283019] NVRM: Xid (PCI:%s:%s:%s): 79, pid=0, name=, GPU "
+                     "has fallen off the bus.\n" % (domain[-4:], bus_no, device))
+    done, found = run_check(root, fake_lib, "rig01")
+    assert done.returncode == 0, done.stderr
+    assert by_gpu(found, "gpufleet_gpu_healthy") == {"0": 1, "1": 1, "2": 0, "3": 1, "4": 1}
+    [(labels, count)] = found["gpufleet_gpu_xid_events"].items()
+    assert count == 1 and dict(labels)["code"] == "79" and dict(labels)["action"] == "reboot"
+    assert "GPU 2 (%s): Xid 79 (GPU has fallen off the bus)" % bus in done.stdout, done.stdout
+    # The state keeps the GPUs of the last passed run: now one is missing and the inventory states no count.
+    done, found = run_check(root, fake_lib, "rig01-one-missing")
+    assert one(found, "gpufleet_gpu_node_healthy") == 0
+    assert "4 GPU(s) visible, 5 when the node last passed its check" in done.stdout, done.stdout
+    assert one(found, "gpufleet_gpu_expected") == 5

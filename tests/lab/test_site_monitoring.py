@@ -212,5 +212,31 @@ def test_dashboard_and_alerts_on_the_labs_prometheus(lab):
     wait_for(lambda: alerting(lab) == quiet(lab) or alerting(lab), 150, "quiet again with every GPU back")
     wait_for(lambda: [allocatable(lab, n) for n in GPU_NODES] == ["10", "10"] or
              [allocatable(lab, n) for n in GPU_NODES], 120, "both nodes registered with 10 vGPUs again")
+    # rig01's driver logs an Xid 119 (GSP timeout) for GPU 1 while NVML keeps answering. A container cannot write
+    # the kernel's log: the check reads a log file instead (gpu_verify_xid_source, as from rsyslog), set in its
+    # installed configuration for the scenario. Xid records last the boot: a reboot ends the alert, here the
+    # check's state removed with the original configuration back.
+    config = "/opt/gpufleet/gpu-health/config.json"
+    log = "/var/log/gpufleet-lab-kern.log"
+    [gpu1] = [s["metric"] for s in query(lab, 'gpufleet_gpu_healthy{node="rig01", gpu="1"}')]
+    domain, bus, device = gpu1["pci_bus_id"].split(".")[0].split(":")
+    line = ("Dec  5 10:01:00 rig01 kernel: [ 8123.456789] NVRM: Xid (PCI:%s:%s:%s): 119, pid=2364, name=python3, "
+            "Timeout after 6s of waiting for RPC response from GPU1 GSP!" % (domain[-4:], bus, device))
+    on_host(lab, "rig01", "cp %s %s.saved && python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); "
+                          "c[\"xid_source\"]=sys.argv[2]; json.dump(c, open(sys.argv[1], \"w\"))' %s %s && "
+                          # A run before the file exists: the check then reads all of it once it appears.
+                          "systemctl start gpufleet-gpu-health.service" % (config, config, config, log))
+    try:
+        on_host(lab, "rig01", "printf '%%s\\n' '%s' >> %s && systemctl start gpufleet-gpu-health.service" % (line, log))
+        wanted = dict(quiet(lab), GpufleetGPUXid=[(("gpu", "1"), ("node", "rig01"))],
+                      GpufleetGPUUnhealthy=[(("gpu", "1"), ("node", "rig01"))])
+        wait_for(lambda: alerting(lab) == wanted or alerting(lab), 120, "GpufleetGPUXid for rig01's GPU 1")
+        fired.update(name for name, found in wanted.items() if found)
+        [series] = query(lab, 'gpufleet_gpu_xid_events{node="rig01"}')
+        assert (series["metric"]["code"], series["metric"]["action"], series["value"][1]) == ("119", "reset_gpu", "1")
+    finally:
+        on_host(lab, "rig01", "mv %s.saved %s && rm -f %s /opt/gpufleet/gpu-health/state.json && "
+                              "systemctl start gpufleet-gpu-health.service" % (config, config, log))
+    wait_for(lambda: alerting(lab) == quiet(lab) or alerting(lab), 150, "quiet again after the Xid's state is gone")
     # Every alert of the rules fired in one of the scenarios above.
     assert fired == set(quiet(lab)), set(quiet(lab)) - fired

@@ -1,6 +1,8 @@
 """Table tests for the containerd config editor on real-world configuration files."""
 
 import difflib
+import fnmatch
+import json
 import pathlib
 
 import pytest
@@ -280,3 +282,34 @@ def test_files_regenerated_by_k3s_and_rke2_are_recognised(name, program, templat
         message = cc.generated_file_message("/var/lib/rancher/%s/agent/etc/containerd/config.toml" % program, *found)
         assert "lost at the next restart" in message and "default-runtime: nvidia" in message
         assert "/etc/rancher/%s/config.yaml" % program in message
+
+
+# containerd skips a file it has already loaded: at the live path a self-import is a no-op, but a temporary
+# candidate importing the live path would load the old file over the new settings.
+@pytest.mark.parametrize("imports, on_disk, expected", [
+    # the reported user-written file: imports itself
+    (['/etc/containerd/config.toml'], [], []),
+    # relative to the file's folder, and not clean
+    (['./config.toml', '../containerd/conf.d/a.toml'], [], ['/etc/containerd/conf.d/a.toml']),
+    # a glob over the folder matches the file itself and a drop-in
+    (['/etc/containerd/*.toml'], ['/etc/containerd/config.toml', '/etc/containerd/nvidia.toml'],
+     ['/etc/containerd/nvidia.toml']),
+    # nvidia-ctk's conf.d glob: kept as the files it matches, in containerd's (sorted) order
+    (['/etc/containerd/conf.d/*.toml'], ['/etc/containerd/conf.d/99-nvidia.toml', '/etc/containerd/conf.d/10-a.toml'],
+     ['/etc/containerd/conf.d/10-a.toml', '/etc/containerd/conf.d/99-nvidia.toml']),
+])
+def test_the_candidate_imports_what_the_live_file_would(imports, on_disk, expected):
+    text = 'version = 2\nimports = %s\n\n[plugins]\n' % json.dumps(imports)
+
+    def fake_glob(pattern):
+        return [path for path in on_disk if fnmatch.fnmatch(path, pattern)]
+
+    candidate = tomlkit.parse(cc.candidate_text(text, "/etc/containerd/config.toml", glob=fake_glob))
+    assert list(candidate["imports"]) == expected
+    assert "plugins" in candidate and candidate["version"] == 2
+
+
+def test_a_candidate_without_self_reference_is_validated_as_written():
+    text = 'version = 2\nimports = ["/etc/containerd/conf.d/a.toml"]\n'
+    assert cc.candidate_text(text, "/etc/containerd/config.toml") == text
+    assert cc.candidate_text("version = 2\n", "/etc/containerd/config.toml") == "version = 2\n"

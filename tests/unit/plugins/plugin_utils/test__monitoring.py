@@ -63,7 +63,7 @@ def names_of(found):
 
 
 def test_rules_without_gpu_nodes_leave_the_node_alerts_out():
-    health = ["GpufleetGPUUnhealthy", "GpufleetGPUNodeUnhealthy", "GpufleetGPUHealthCheckStale"]
+    health = ["GpufleetGPUUnhealthy", "GpufleetGPUNodeUnhealthy", "GpufleetGPUXid", "GpufleetGPUHealthCheckStale"]
     assert names_of(_monitoring.rules(settings(gpu_nodes={}))) == [
         "GpufleetVolcanoSchedulerDown", "GpufleetVolcanoJobPending", "GpufleetGangWaiting"] + health
     assert names_of(_monitoring.rules(SETTINGS)) == [

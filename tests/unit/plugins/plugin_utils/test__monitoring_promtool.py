@@ -40,7 +40,7 @@ def write_rules(tmp_path):
 
 def test_rules_and_the_operator_resources_spec_pass_promtool_check(promtool, tmp_path):
     rc, out = run(promtool, "check", "rules", str(write_rules(tmp_path)))
-    assert rc == 0 and "SUCCESS: 9 rules found" in out, out
+    assert rc == 0 and "SUCCESS: 10 rules found" in out, out
     (tmp_path / "spec.yml").write_text(yaml.safe_dump(_monitoring.prometheus_rule(SETTINGS, {})["spec"]))
     rc, out = run(promtool, "check", "rules", str(tmp_path / "spec.yml"))
     assert rc == 0, out
@@ -134,6 +134,14 @@ CASES += [
                                               pci_bus_id="00000000:61:00.0")]),
         ("2m", "GpufleetGPUNodeUnhealthy", []),
         ("2m", "GpufleetGPUHealthCheckStale", []),
+    ]),
+    ("rig01's GPU 3 logged a GSP timeout (Xid 119) and an application's page fault (Xid 31)", [
+        ("gpufleet_gpu_xid_events{%s, code=\"119\", action=\"reset_gpu\"}" % GPU3, "1x20"),
+        ("gpufleet_gpu_xid_events{%s, code=\"31\", action=\"restart_app\"}" % GPU3, "2x20")] + HEALTHY_RIG02, [
+        ("30s", "GpufleetGPUXid", []),
+        ("2m", "GpufleetGPUXid", [alert("GpufleetGPUXid", "critical", 1, job="node-exporter",
+                                        instance="10.0.0.11:9100", node="rig01", gpu="3", uuid="GPU-7c1d",
+                                        pci_bus_id="00000000:61:00.0", code="119", action="reset_gpu")]),
     ]),
     ("NVML down on rig01 (no GPU to blame)", [
         ("gpufleet_gpu_check_timestamp_seconds{%s}" % NODE, "0+60x20"),

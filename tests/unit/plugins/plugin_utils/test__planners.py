@@ -71,6 +71,8 @@ BAD = [
     ("volcano", {"volcano_chart_version": ">=1.15"}, "volcano_chart_version must be an exact chart version such as "
                                                      "1.15.1, got '>=1.15'"),
     ("volcano", {"volcano_chart_repo_url": "http://charts.example.com"}, "must be https:// or oci://"),
+    ("gpu_verify", {"gpu_verify_xid_source": "kern.log"}, "gpu_verify_xid_source: 'kern.log' is none of auto, kmsg, "
+     "journal or an absolute path"),
     ("gpu_verify", {"gpu_verify_health_interval": "0s"}, "gpu_verify_health_interval: '0s' is not a systemd time "
                                                          "span above zero"),
     # cross-field
