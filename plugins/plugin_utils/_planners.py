@@ -186,6 +186,7 @@ def volcano(options, context):
         "actions": options.get("volcano_scheduler_actions"), "tiers": options.get("volcano_scheduler_tiers"),
         "deviceshare": options.get("volcano_deviceshare"), "binpack": options.get("volcano_binpack"),
         "custom_plugins": options.get("volcano_scheduler_custom_plugins"),
+        "configurations": options.get("volcano_scheduler_configurations"),
         "admission_namespaces": options.get("volcano_admission_namespaces"),
         "enabled_admissions": options.get("volcano_enabled_admissions"),
         "scheduler_name": options.get("volcano_scheduler_name")})

@@ -40,6 +40,8 @@ DEVICESHARE_KEYS = {
     "known_geometries_cm_namespace": "deviceshare.KnownGeometriesCMNamespace",
     "ascend_mindcluster_vnpu_enable": "deviceshare.AscendMindClusterVNPUEnable",
     "ascend_hami_vnpu_enable": "deviceshare.AscendHAMiVNPUEnable",
+    # gpuexclusive.go: pods carrying every label of one rule get physical GPUs no other pod of that rule shares.
+    "gpu_exclusive_rules": "deviceshare.GPUExclusiveRules",
 }
 DEVICESHARE_FLAGS = ("vgpu_enable", "gpu_sharing_enable", "gpu_number_enable", "node_lock_enable",
                      "ascend_mindcluster_vnpu_enable", "ascend_hami_vnpu_enable")
@@ -61,6 +63,27 @@ def deviceshare_arguments(settings):
             continue
         args[DEVICESHARE_KEYS[key]] = value
     return args
+
+
+def exclusive_rules_problems(rules):
+    """What is wrong with deviceshare.GPUExclusiveRules: a list of label mappings (label -> value, all strings).
+    Volcano silently drops a rule that is not a mapping and a label whose value is not a string, which would leave
+    pods sharing GPUs that the rule was written to keep apart."""
+    if rules in (None, "", []):
+        return []
+    name = "volcano_deviceshare.gpu_exclusive_rules"
+    if not isinstance(rules, list):
+        return ["%s must be a list of label mappings (such as [{team: training}]), got %r" % (name, rules)]
+    problems = []
+    for index, rule in enumerate(rules):
+        if not isinstance(rule, dict) or not rule:
+            problems.append("%s[%d] must be a non-empty mapping of pod label to value, got %r" % (name, index, rule))
+            continue
+        wrong = sorted("%s: %r" % (k, v) for k, v in rule.items() if not isinstance(k, str) or not isinstance(v, str))
+        if wrong:
+            problems.append("%s[%d]: label values must be strings (quote them: 'true', '1'), got %s"
+                            % (name, index, ", ".join(wrong)))
+    return problems
 
 
 def action_list(actions):
@@ -107,6 +130,32 @@ def merged_deviceshare(tiers, deviceshare):
             continue
         merged[key] = value
     return merged, errors
+
+
+def configurations_problems(configurations):
+    """What is wrong with the scheduler configuration's ``configurations`` (each action's arguments): a list of
+    {name: <action>, arguments: {...}}, one entry per action - Volcano reads the first entry of a name
+    (framework.GetArgOfActionFromConf) and ignores the others without a word."""
+    if configurations in (None, []):
+        return []
+    name = "volcano_scheduler_configurations"
+    if not isinstance(configurations, list):
+        return ["%s must be a list of {name: <action>, arguments: {...}}, got %r" % (name, configurations)]
+    problems, seen = [], set()
+    for index, entry in enumerate(configurations):
+        if not isinstance(entry, dict) or set(entry) - {"name", "arguments"} or "name" not in entry:
+            problems.append("%s[%d] must be {name: <action>, arguments: {...}}, got %r" % (name, index, entry))
+            continue
+        if entry["name"] not in KNOWN_ACTIONS:
+            problems.append("%s[%d].name %r is no action of Volcano %s; allowed: %s"
+                            % (name, index, entry["name"], KNOWN_VERSION, ", ".join(KNOWN_ACTIONS)))
+        elif entry["name"] in seen:
+            problems.append("%s: action %r is configured twice (Volcano reads only the first); merge its arguments"
+                            % (name, entry["name"]))
+        seen.add(entry.get("name"))
+        if not isinstance(entry.get("arguments") or {}, dict):
+            problems.append("%s[%d].arguments must be a mapping, got %r" % (name, index, entry["arguments"]))
+    return problems
 
 
 def validate(actions, tiers, deviceshare, binpack=None, custom_plugins=()):
@@ -167,6 +216,7 @@ def validate(actions, tiers, deviceshare, binpack=None, custom_plugins=()):
     weight = ds.get("schedule_weight", 0)
     if isinstance(weight, bool) or not isinstance(weight, int) or weight < 0:
         errors.append("volcano_deviceshare.schedule_weight must be an integer >= 0, got %r" % (weight,))
+    errors.extend(exclusive_rules_problems(ds.get("gpu_exclusive_rules")))
     if enabled and "deviceshare" not in names and "predicates" not in names:
         errors.append("volcano_scheduler_tiers: deviceshare is enabled but neither 'deviceshare' nor 'predicates' "
                       "is listed, so there is nowhere to put it")
@@ -180,8 +230,9 @@ def validate(actions, tiers, deviceshare, binpack=None, custom_plugins=()):
     return errors
 
 
-def scheduler_conf(actions, tiers, deviceshare, binpack=None):
-    """The volcano-scheduler.conf document as a dict (validate() first)."""
+def scheduler_conf(actions, tiers, deviceshare, binpack=None, configurations=None):
+    """The volcano-scheduler.conf document as a dict (validate() and configurations_problems() first); the
+    ``configurations`` section only when it has entries, so that a configuration without it keeps its hash."""
     tiers = copy.deepcopy(tiers)
     ds_args = deviceshare_arguments(merged_deviceshare(tiers, deviceshare)[0])
     enabled = any(ds_args.get(DEVICESHARE_KEYS[k]) is True for k in ("vgpu_enable", "gpu_sharing_enable",
@@ -207,7 +258,11 @@ def scheduler_conf(actions, tiers, deviceshare, binpack=None):
                 plugin = dict(plugin, arguments=dict(plugin.get("arguments") or {}, **binpack_arguments(binpack)))
             kept.append(plugin)
         tier["plugins"] = kept
-    return {"actions": ", ".join(action_list(actions)), "tiers": tiers}
+    conf = {"actions": ", ".join(action_list(actions)), "tiers": tiers}
+    if configurations:
+        conf["configurations"] = [{"name": c["name"], "arguments": dict(c.get("arguments") or {})}
+                                  for c in configurations]
+    return conf
 
 
 def binpack_arguments(binpack):
@@ -279,6 +334,7 @@ def plan(settings):
     deviceshare, binpack = settings.get("deviceshare") or {}, settings.get("binpack") or {}
     namespaces = settings.get("admission_namespaces") or []
     errors = validate(actions, tiers, deviceshare, binpack, settings.get("custom_plugins") or ())
+    errors += configurations_problems(settings.get("configurations"))
     admissions = settings.get("enabled_admissions") or []
     for admission in admissions:
         if not isinstance(admission, str) or not admission.startswith("/"):
@@ -289,7 +345,7 @@ def plan(settings):
             errors.append("volcano_admission_namespaces: entries are namespace names, got %r" % (namespace,))
     if errors:
         return {"errors": errors}
-    conf = scheduler_conf(actions, tiers, deviceshare, binpack)
+    conf = scheduler_conf(actions, tiers, deviceshare, binpack, settings.get("configurations"))
     return {"errors": [], "scheduler_conf": conf, "device_configmap": device_configmap(conf),
             "admission_conf": admission_conf(namespaces, settings.get("scheduler_name") or "volcano"),
             "enabled_admissions": enabled_admissions(admissions, namespaces), "config_hash": config_hash(conf)}

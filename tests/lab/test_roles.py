@@ -476,3 +476,46 @@ def test_a_quiet_plugins_nodes_are_seen_after_a_scheduler_rollout(lab):
         core.delete_namespace("quiet")
         core.delete_node(twin)
         converge(lab)
+
+
+def test_kubeflow_training_operator_gangs_with_volcano_as_its_release_manifests_run_it(lab):
+    """training-operator's release manifest (v1.7 and later) starts the manager with `command: [/manager]` and no
+    args, where appending to args used to fail; older ones have args. The flag is added either way, once (a dry run
+    reports the change and makes none; a rerun changes nothing), and another gang scheduler already set is left as
+    it is and reported."""
+    apps, core, namespace = client.AppsV1Api(lab["api"]), client.CoreV1Api(lab["api"]), "gpufleet-kubeflow-test"
+    core.create_namespace({"metadata": {"name": namespace}})
+
+    def operator(name, container):
+        labels = {"control-plane": name}
+        apps.create_namespaced_deployment(namespace, {"metadata": {"name": name}, "spec": {
+            "replicas": 0, "selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+                "containers": [dict({"name": "training-operator", "image": "kubeflow/training-operator:v1-855e096"},
+                                    **container)]}}}})
+
+    def run(name, *args):
+        rc, out, err = run_playbook(ROOT / "tests" / "lab" / "playbooks" / "kubeflow.yml", "-e",
+                                    "device_plugin_kubeflow_namespace=%s device_plugin_kubeflow_deployment=%s"
+                                    % (namespace, name), *args, env=lab["env"], inventory=INVENTORY)
+        assert rc == 0, (failed_messages(out), err[-2000:])
+        return out
+
+    def manager(name):
+        return apps.read_namespaced_deployment(name, namespace).spec.template.spec.containers[0]
+
+    try:
+        operator("release", {"command": ["/manager"]})
+        operator("older", {"args": ["--monitoring-port=8443"]})
+        operator("plugins", {"command": ["/manager"], "args": ["--gang-scheduler-name=scheduler-plugins"]})
+        # A dry run reports the change it would make and makes none.
+        assert changed(run("release", "--check")) == 1 and manager("release").args is None
+        assert changed(run("release")) == 1
+        assert (manager("release").command, manager("release").args) == (["/manager"], ["--gang-scheduler-name=volcano"])
+        assert changed(run("release")) == 0
+        assert changed(run("older")) == 1
+        assert manager("older").args == ["--monitoring-port=8443", "--gang-scheduler-name=volcano"]
+        out = run("plugins")
+        assert changed(out) == 0 and manager("plugins").args == ["--gang-scheduler-name=scheduler-plugins"]
+        assert "runs with --gang-scheduler-name=scheduler-plugins, left as it is" in json.dumps(out)
+    finally:
+        core.delete_namespace(namespace)

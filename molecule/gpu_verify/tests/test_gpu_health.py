@@ -54,7 +54,7 @@ def test_an_xid_in_the_kernel_log_fails_its_card_at_the_next_run(host):
     host.run_test("systemctl start gpufleet-gpu-health.service")
     deadline, events = time.time() + 60, []
     while not events and time.time() < deadline:
-        events = [(labels, value) for labels, value in metrics(host).get("gpufleet_gpu_xid_events", [])]
+        events = list(metrics(host).get("gpufleet_gpu_xid_events", []))
         time.sleep(1)
     assert [(labels["gpu"], labels["code"], labels["action"], value) for labels, value in events] == [
         ("1", "119", "reset_gpu", 1.0)]

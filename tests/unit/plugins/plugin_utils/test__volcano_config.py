@@ -111,6 +111,36 @@ def test_validate_real_world_shapes(actions, tiers, deviceshare, message):
     assert any(message in e for e in errors), errors
 
 
+# Volcano 1.15's GPU exclusivity (pkg/scheduler/plugins/deviceshare/gpuexclusive.go), written in the tiers as its
+# tests and docs write it, or through volcano_deviceshare.
+EXCLUSIVE_TIERS = [{"plugins": [{"name": "predicates"}, {"name": "deviceshare", "arguments": {
+    "deviceshare.VGPUEnable": True,
+    "deviceshare.GPUExclusiveRules": [{"app": "training"}, {"team": "a", "tier": "gold"}]}}]}]
+
+
+def test_gpu_exclusive_rules_are_accepted_and_rendered():
+    assert vc.validate(ACTIONS, EXCLUSIVE_TIERS, {}) == []
+    conf = vc.scheduler_conf(ACTIONS, EXCLUSIVE_TIERS, {})
+    assert plugin(conf, "deviceshare")["arguments"]["deviceshare.GPUExclusiveRules"] == [
+        {"app": "training"}, {"team": "a", "tier": "gold"}]
+    structured = {"vgpu_enable": True, "gpu_exclusive_rules": [{"app": "training"}]}
+    assert vc.validate(ACTIONS, DEFAULT_TIERS, structured) == []
+    assert plugin(vc.scheduler_conf(ACTIONS, DEFAULT_TIERS, structured), "deviceshare")["arguments"][
+        "deviceshare.GPUExclusiveRules"] == [{"app": "training"}]
+
+
+@pytest.mark.parametrize(("rules", "message"), [
+    ({"app": "training"}, "gpu_exclusive_rules must be a list of label mappings"),
+    ([{}], "gpu_exclusive_rules[0] must be a non-empty mapping"),
+    (["app=training"], "gpu_exclusive_rules[0] must be a non-empty mapping"),
+    # YAML reads true and 1 as a bool and an int; Volcano would drop such a label without a word.
+    ([{"app": "training"}, {"exclusive": True, "gpus": 1}], "gpu_exclusive_rules[1]: label values must be strings"),
+])
+def test_gpu_exclusive_rules_that_volcano_would_drop_are_refused(rules, message):
+    errors = vc.validate(ACTIONS, DEFAULT_TIERS, {"vgpu_enable": True, "gpu_exclusive_rules": rules})
+    assert [e for e in errors if message in e], errors
+
+
 def test_comma_string_actions_as_volcano_writes_them():
     assert vc.validate("enqueue, allocate, backfill", DEFAULT_TIERS, {"vgpu_enable": True}) == []
     conf = vc.scheduler_conf("enqueue,allocate , backfill", DEFAULT_TIERS, {"vgpu_enable": True})
@@ -202,3 +232,28 @@ def test_scheduler_labels_follow_the_device_configmap_as_the_cluster_has_it():
     assert all(len(v) <= 63 and v.replace("-", "").isalnum() for v in first.values())
     without = vc.plan({"actions": ACTIONS, "tiers": DEFAULT_TIERS, "deviceshare": {"vgpu_enable": False}})
     assert vc.scheduler_pod_labels(without, [{"data": data}]) == {"gpufleet.io/scheduler-config": without["config_hash"]}
+
+
+def test_configurations_are_rendered_and_checked():
+    settings = {"actions": ACTIONS + ["preempt"], "tiers": DEFAULT_TIERS, "deviceshare": {"vgpu_enable": True}}
+    without = vc.plan(settings)
+    assert without["errors"] == [] and "configurations" not in without["scheduler_conf"]
+    configured = vc.plan(dict(settings, configurations=[
+        {"name": "preempt", "arguments": {"enableTopologyAwarePreemption": True}}, {"name": "allocate"}]))
+    assert configured["errors"] == []
+    assert configured["scheduler_conf"]["configurations"] == [
+        {"name": "preempt", "arguments": {"enableTopologyAwarePreemption": True}}, {"name": "allocate", "arguments": {}}]
+    assert configured["config_hash"] != without["config_hash"]
+
+
+@pytest.mark.parametrize(("configurations", "message"), [
+    ({"preempt": {}}, "volcano_scheduler_configurations must be a list"),
+    ([{"name": "prempt", "arguments": {}}], "volcano_scheduler_configurations[0].name 'prempt' is no action"),
+    ([{"name": "preempt"}, {"name": "preempt", "arguments": {"a": 1}}], "action 'preempt' is configured twice"),
+    ([{"name": "allocate", "arguments": ["x"]}], "volcano_scheduler_configurations[0].arguments must be a mapping"),
+    ([{"name": "allocate", "args": {}}], "volcano_scheduler_configurations[0] must be {name: <action>"),
+])
+def test_configurations_volcano_would_misread_are_refused(configurations, message):
+    errors = vc.plan({"actions": ACTIONS, "tiers": DEFAULT_TIERS, "deviceshare": {"vgpu_enable": True},
+                      "configurations": configurations})["errors"]
+    assert [e for e in errors if message in e], errors
