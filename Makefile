@@ -12,7 +12,7 @@ export CONTAINERS_CONF := $(CURDIR)/tests/harness/containers.conf
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.build/collections
 export PATH := $(BIN):$(PATH)
 
-.PHONY: help deps bootstrap lock lint sanity units integration images repos molecule test site site-loop site-ci lab lab-down lab-test lab-gang bench bench-run clean build changelog
+.PHONY: help deps bootstrap lock lint docs sanity units integration images repos molecule test site site-loop site-ci lab lab-down lab-test lab-gang bench bench-run clean build changelog ee timings
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -32,7 +32,7 @@ $(VENV)/.installed: requirements.txt constraints.txt
 # The one way tests, benchmarks and the lab import this checkout's Python: the collection as
 # ansible_collections.gpufleet.vgpu (through .build/collections), the lab as gpufleet_lab, the benchmarks' modules.
 $(VENV)/.paths: $(VENV)/.installed Makefile
-	printf '%s\n' $(CURDIR)/.build/collections $(CURDIR)/tools/lab $(CURDIR)/tools/bench \
+	printf '%s\n' $(CURDIR)/.build/collections $(CURDIR)/tools/lab $(CURDIR)/tools/bench $(CURDIR)/tools/docs \
 	  > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/gpufleet-checkout.pth"
 	touch $@
 
@@ -46,9 +46,17 @@ lock: ## Re-resolve requirements.txt into constraints.txt (fresh throwaway venv)
 	{ echo '# Full transitive pin set for requirements.txt (pip freeze of a fresh bootstrap). Regenerate with `make lock`.'; \
 	  .build/lock/bin/pip freeze --exclude-editable; } > constraints.txt
 
-lint: bootstrap ## yamllint + ansible-lint (production profile)
+lint: bootstrap ## yamllint + ansible-lint (production profile); role READMEs' variable tables as `make docs` writes them
 	yamllint --strict .
 	ansible-lint --offline
+	python tools/docs/role_docs.py --check
+	python tools/docs/timings.py --check
+
+docs: bootstrap ## Write each role README's variable table from its meta/argument_specs.yml
+	python tools/docs/role_docs.py
+
+timings: bootstrap ## File the last `make test`'s record under docs/timings/ and render docs/timings.md from them
+	python tools/docs/timings.py --file .build/timings/make-test.json
 
 sanity: bootstrap ## ansible-test sanity on a copy placed under ansible_collections/gpufleet/vgpu
 	tests/harness/sanity.sh
@@ -77,6 +85,12 @@ test: deps bootstrap ## Everything: lint, sanity, units, integration, lab end-to
 build: bootstrap ## Build the collection tarball
 	ansible-galaxy collection build --force --output-path .build/dist
 
+ee: bootstrap ## The execution environment's build context (.build/ee/context) for AWX; docs/awx.md builds the image
+	rm -rf .build/ee && mkdir -p .build/ee
+	ansible-galaxy collection build --output-path .build/ee .
+	mv .build/ee/gpufleet-vgpu-*.tar.gz .build/ee/gpufleet-vgpu.tar.gz
+	ansible-builder create --file execution-environment.yml --context .build/ee/context
+
 changelog: bootstrap ## Render CHANGELOG.rst from changelogs/fragments
 	antsibull-changelog lint && antsibull-changelog generate
 
@@ -95,7 +109,9 @@ site: deps bootstrap ## The main job: the local lab (if not up) and playbooks/si
 	python tools/lab/lab.py status >/dev/null 2>&1 || { python tools/lab/lab.py down && python tools/lab/lab.py up; }
 	GPUFLEET_REPORT_DIR=$(CURDIR)/gpufleet-report ansible-playbook -i inventories/lab playbooks/site.yml
 	@cat gpufleet-report/report.md
-	@echo "Report: gpufleet-report/report.md and smoke.json. The lab keeps running: KUBECONFIG=$$(python tools/lab/lab.py status | sed -n 's/^KUBECONFIG=//p'); 'make lab-down' stops it."
+	@echo "Report: gpufleet-report/report.md, smoke.json and capacity.png. The lab keeps running; its cluster, with the kubectl it built:"
+	@python tools/lab/lab.py status | sed -n 's/^KUBECONFIG=\(.*\)/  export KUBECONFIG=\1/p; s/^KUBECTL=\(.*\)/  \1 get nodes/p'
+	@echo "'make lab-down' stops it."
 
 SITE_RUNS ?= 5
 site-loop: deps bootstrap ## `make site` SITE_RUNS times in a row (default 5) from a fresh lab: a line per run, logs in .build/site-loop

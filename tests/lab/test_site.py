@@ -34,6 +34,9 @@ def test_site_end_to_end_then_no_change_outside_the_smoke_test(lab, tmp_path):
                           text=True, check=False)
     assert made.returncode == 0, (made.stdout[-3000:], made.stderr[-3000:])
     assert "Report: gpufleet-report/report.md" in made.stdout, made.stdout[-2000:]
+    # How to reach the lab's cluster with the kubectl the lab built (another kubectl may be first on PATH).
+    assert "  export KUBECONFIG=%s/kubeconfig\n  %s/bin/kubectl get nodes\n" % (lab["dir"], lab["dir"]) in made.stdout, \
+        made.stdout[-2000:]
     # It ran on this test's lab, not on one it started in its place.
     assert json.loads((lab["dir"] / "state.json").read_text())["pids"] == lab["state"]["pids"]
     first = ROOT / "gpufleet-report"
@@ -60,6 +63,9 @@ def test_site_end_to_end_then_no_change_outside_the_smoke_test(lab, tmp_path):
     [warning] = report["gpu_checks"]["rig02"]["warnings"]
     assert warning.startswith("GPU 2 (") and "PCIe link x8 of x16" in warning, warning
     assert "## GPU checks (gpu_verify)" in markdown and "- rig02: warning: " + warning in markdown, markdown
+    # The lab's GPUs are simulated, and the report says so where the findings are.
+    assert ("## GPU checks (gpu_verify)\n\nSimulated GPUs: these findings come from stand-in NVML data on the nodes, "
+            "not from cards.\n\n- rig01: OK") in markdown, markdown
     assert "- rig01: OK, no findings" in markdown
     assert "\\n" not in markdown and markdown.startswith("# gpufleet report\n\n## Smoke tests")  # real line breaks
 
