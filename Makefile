@@ -85,10 +85,9 @@ test: deps bootstrap ## Everything: lint, sanity, units, integration, lab end-to
 build: bootstrap ## Build the collection tarball
 	ansible-galaxy collection build --force --output-path .build/dist
 
-ee: bootstrap ## The execution environment's build context (.build/ee/context) for AWX; docs/awx.md builds the image
+ee: build ## The execution environment's build context (.build/ee/context) for AWX; docs/awx.md builds the image
 	rm -rf .build/ee && mkdir -p .build/ee
-	ansible-galaxy collection build --output-path .build/ee .
-	mv .build/ee/gpufleet-vgpu-*.tar.gz .build/ee/gpufleet-vgpu.tar.gz
+	cp .build/dist/gpufleet-vgpu-$$(sed -n 's/^version: *//p' galaxy.yml).tar.gz .build/ee/gpufleet-vgpu.tar.gz
 	ansible-builder create --file execution-environment.yml --context .build/ee/context
 
 changelog: bootstrap ## Render CHANGELOG.rst from changelogs/fragments

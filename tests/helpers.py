@@ -1,5 +1,6 @@
 """Helpers shared by gpufleet's tests: running playbooks with the JSON callback and reading their results."""
 
+import importlib.metadata
 import json
 import os
 import pathlib
@@ -52,3 +53,11 @@ def failed_messages(out):
                     # A loop's failed items carry their own messages ("One or more items failed" above them).
                     msgs.extend(item.get("msg", "") for item in res.get("results") or [] if item.get("failed"))
     return msgs
+
+
+def bundled_collection_version(fqcn):
+    """The version of collection `fqcn` that the pinned `ansible` package bundles (what every test runs)."""
+    namespace, name = fqcn.split(".")
+    manifest = importlib.metadata.distribution("ansible").locate_file(
+        "ansible_collections/%s/%s/MANIFEST.json" % (namespace, name))
+    return json.loads(pathlib.Path(manifest).read_text())["collection_info"]["version"]

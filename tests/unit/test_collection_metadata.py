@@ -1,27 +1,19 @@
 """The collection's declared dependencies must be satisfiable by the pinned `ansible` bundle."""
 
-import importlib.metadata
-import json
 import pathlib
 
 import pytest
 import yaml
 from ansible.galaxy.dependency_resolution.versioning import meets_requirements
+from helpers import bundled_collection_version
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GALAXY = yaml.safe_load((ROOT / "galaxy.yml").read_text())
 
 
-def _bundled_version(fqcn):
-    ns, name = fqcn.split(".")
-    dist = importlib.metadata.distribution("ansible")
-    manifest = dist.locate_file("ansible_collections/%s/%s/MANIFEST.json" % (ns, name))
-    return json.loads(pathlib.Path(manifest).read_text())["collection_info"]["version"]
-
-
 @pytest.mark.parametrize("fqcn", sorted(GALAXY["dependencies"]))
 def test_dependency_satisfied_by_pinned_bundle(fqcn):
-    version = _bundled_version(fqcn)
+    version = bundled_collection_version(fqcn)
     assert meets_requirements(version, GALAXY["dependencies"][fqcn]), (fqcn, version)
 
 

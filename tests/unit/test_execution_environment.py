@@ -3,7 +3,6 @@ collection, Python and helm versions, and a definition ansible-builder accepts. 
 build context without building an image; introspection of the built collection finds its controller-side Python."""
 
 import ast
-import json
 import os
 import pathlib
 import re
@@ -13,6 +12,8 @@ import sys
 
 import pytest
 import yaml
+from helpers import bundled_collection_version
+from packaging.requirements import Requirement
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EE = yaml.safe_load((ROOT / "execution-environment.yml").read_text())
@@ -20,12 +21,13 @@ BUILDER = [sys.executable, "-m", "ansible_builder"]
 
 
 def pins(path):
-    """name -> version of every `name==version` line of a requirements file."""
+    """name -> version of every `name==version` requirement of a requirements file."""
     found = {}
     for line in pathlib.Path(path).read_text().splitlines():
-        match = re.match(r"\s*([A-Za-z0-9_.\[\]-]+)==([^\s#;]+)", line)
-        if match:
-            found[re.sub(r"\[.*\]", "", match.group(1)).lower()] = match.group(2)
+        line = line.split("#")[0].strip()
+        if line:
+            requirement = Requirement(line)
+            found.update({requirement.name.lower(): s.version for s in requirement.specifier if s.operator == "=="})
     return found
 
 
@@ -44,16 +46,6 @@ def test_ansible_core_is_the_tested_one():
 
 def test_collection_python_is_the_tested_python():
     assert COLLECTION_PYTHON and {name: TESTED.get(name) for name in COLLECTION_PYTHON} == COLLECTION_PYTHON
-
-
-def bundled_collection_version(fqcn):
-    """The version of a collection the pinned `ansible` package bundles (what every test runs)."""
-    namespace, name = fqcn.split(".")
-    for entry in sys.path:
-        manifest = pathlib.Path(entry) / "ansible_collections" / namespace / name / "MANIFEST.json"
-        if manifest.is_file():
-            return json.loads(manifest.read_text())["collection_info"]["version"]
-    return None
 
 
 @pytest.mark.parametrize("entry", [c for c in EE["dependencies"]["galaxy"]["collections"] if "version" in c],
