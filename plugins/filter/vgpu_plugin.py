@@ -69,8 +69,8 @@ def vgpu_node_names(hosts, hostvars):
     return _gpu_hosts.node_names(hosts, hostvars)
 
 
-def vgpu_admission_policy(plan, name="gpufleet-vgpu-memory"):
-    return _admission.memory_policy_for_plan(plan, name)
+def vgpu_admission_policy(plan, name="gpufleet-vgpu-memory", scheduler_names=("volcano",), nodes=()):
+    return _admission.request_policies_for_plan(plan, name, scheduler_names, nodes)
 
 
 def vgpu_default_memory_policy(plan, name="gpufleet-vgpu-default-memory",

@@ -15,6 +15,19 @@ pkg/scheduler/api/devices/util.go ExtractResourceRequest); the device config's d
 neither Volcano nor plugin v1.12.0. The only place left to give such a request a share is admission: a
 MutatingAdmissionPolicy (admissionregistration.k8s.io/v1 from Kubernetes 1.36; v1beta1 behind the
 MutatingAdmissionPolicy feature gate in 1.34 and 1.35) adds the share to the container's limits and requests.
+
+The same ValidatingAdmissionPolicy refuses the pod shapes that cannot run on this stack, each with the field and what
+to write instead (request_policies()); what each refusal prevents, from the pinned code:
+- vGPUs in more than one container, or in an init container: Volcano 1.15.1 assigns vGPUs to spec.containers only
+  (ExtractResourceRequest), and plugin v1.12.0's Allocate looks the pod up by its total vGPU count
+  (pkg/util/util.go GetPendingPod: the count of all containers must equal the one container's request), so the
+  kubelet fails such a pod with UnexpectedAdmissionError "cannot get valid pod".
+- vGPUs in a pod another scheduler places: nothing writes the assignment the plugin reads; the same kubelet error.
+- volcano.sh/vgpu-memory-percentage: Volcano reads it, but no node offers it as a resource, so the pod stays Pending.
+- more vgpu-number in one container than a node has GPUs: each vGPU of a container is on a different card.
+- nvidia.com/gpu where no node offers it: the pod stays Pending with gang messages that never name the resource.
+A second policy, bound with the Warn action, answers a vgpu-memory written in whole GiB of MiB (1024, 8192) where a
+unit is more than 1 MiB with what it means on this fleet.
 """
 
 from __future__ import annotations
@@ -83,6 +96,156 @@ def policy(name, largest, factor, memory_resource="volcano.sh/vgpu-memory"):
     return [policy_doc, binding]
 
 
+WHOLE_GPU = "nvidia.com/gpu"
+NAMES = {"number": "volcano.sh/vgpu-number", "memory": "volcano.sh/vgpu-memory",
+         "percentage": "volcano.sh/vgpu-memory-percentage", "cores": "volcano.sh/vgpu-cores"}
+# The plugin's device-config field of each resource name (a site may rename them).
+NAME_FIELDS = {"number": "resourceCountName", "memory": "resourceMemoryName",
+               "percentage": "resourceMemoryPercentageName", "cores": "resourceCoreName"}
+
+
+def _lit(text):
+    """A CEL string literal of `text` (any quote in it escaped, so a message cannot end early)."""
+    return '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _names_in(resources):
+    """CEL: container `c` names any of `resources` in its limits or requests."""
+    listed = "[%s]" % ", ".join(_lit(r) for r in resources)
+    return ("has(c.resources) && (has(c.resources.limits) && c.resources.limits.exists(k, k in {l}) || "
+            "has(c.resources.requests) && c.resources.requests.exists(k, k in {l}))").format(l=listed)
+
+
+def _names_of(containers, condition):
+    return "%s.filter(c, %s).map(c, c.name)" % (containers, condition)
+
+
+INIT = "(has(object.spec.initContainers) ? object.spec.initContainers : [])"
+
+
+def shape_rules(names, largest, max_gpus, scheduler_names, refuse_whole_gpu):
+    """(variables, validations) of the pod shapes this stack cannot run (see the module's docstring), each
+    validation's message naming the field and what to write instead."""
+    vgpu = _names_in([names["number"], names["memory"], names["cores"]])
+    variables = [
+        {"name": "vgpuContainers", "expression": _names_of("object.spec.containers", vgpu)},
+        {"name": "vgpuInitContainers", "expression": _names_of(INIT, vgpu)},
+        {"name": "percentage",
+         "expression": _names_of("(object.spec.containers + %s)" % INIT, _names_in([names["percentage"]]))},
+        {"name": "numbers", "expression": _quantities(names["number"])},
+    ]
+    over = "variables.numbers.filter(n, isQuantity(n) && quantity(n).compareTo(quantity('%d')) > 0)" % max_gpus
+    schedulers = "[%s]" % ", ".join(_lit(n) for n in scheduler_names)
+    example = largest["units"] // 2
+    rules = [
+        ("variables.percentage.size() == 0",
+         "%s + variables.percentage[0] + %s" % (_lit("container "), _lit(
+             " asks for %s: Volcano reads it, but no node of this fleet offers it as a resource, so the pod would "
+             "stay Pending. Ask for %s instead, in units of %d MiB (gpuMemoryFactor %d): for half of the largest "
+             "card (%s, %d units) write %s: %d"
+             % (names["percentage"], names["memory"], largest["factor"], largest["factor"], largest["model"],
+                largest["units"], names["memory"], example)))),
+        ("variables.vgpuInitContainers.size() == 0",
+         "%s + variables.vgpuInitContainers[0] + %s" % (_lit("init container "), _lit(
+             " asks for vGPUs: Volcano assigns vGPUs to a pod's containers only, so the kubelet finds no assignment "
+             "for an init container and fails the pod (UnexpectedAdmissionError). Ask for them in a container"))),
+        ("variables.vgpuContainers.size() <= 1",
+         "%s + variables.vgpuContainers.join(%s) + %s" % (_lit("containers "), _lit(", "), _lit(
+             " ask for vGPUs: the vGPU device plugin (v1.12.0) finds a pod by its total vGPU count, one container at "
+             "a time, so the kubelet fails a pod whose vGPUs are in more than one container (UnexpectedAdmissionError: "
+             "cannot get valid pod). Put the GPU work in one container, or give each container a pod of its own (a "
+             "Volcano Job with one task each keeps them gang-scheduled)"))),
+        ("variables.numbers.all(n, !isQuantity(n) || quantity(n).compareTo(quantity('%d')) <= 0)" % max_gpus,
+         "%s + string(quantity(%s[0]).asInteger()) + %s" % (_lit(names["number"] + ": a container asks for "), over,
+                                                            _lit(
+             ", but each vGPU of one container is on a different GPU and no node of this fleet has more than %d "
+             "GPUs. Ask for at most %d per container, or spread the work over pods" % (max_gpus, max_gpus)))),
+        ("variables.vgpuContainers.size() + variables.vgpuInitContainers.size() == 0 || "
+         "has(object.spec.schedulerName) && object.spec.schedulerName in %s" % schedulers,
+         "%s + (has(object.spec.schedulerName) ? object.spec.schedulerName : %s) + %s" % (
+             _lit("spec.schedulerName is "), _lit("unset"), _lit(
+                 ", but a pod that asks for vGPUs must be placed by Volcano (%s), which writes the vGPU assignment the "
+                 "device plugin hands to the container; placed by another scheduler the kubelet fails it "
+                 "(UnexpectedAdmissionError). Set spec.schedulerName: %s, or create the pod in a namespace for which "
+                 "the volcano role sets it (volcano_admission_namespaces)"
+                 % (" or ".join(scheduler_names), scheduler_names[0])))),
+    ]
+    if refuse_whole_gpu:
+        whole = _names_of("(object.spec.containers + %s)" % INIT, _names_in([WHOLE_GPU]))
+        variables.append({"name": "wholeGpu", "expression": whole})
+        rules.append((
+            "variables.wholeGpu.size() == 0",
+            "%s + variables.wholeGpu[0] + %s" % (_lit("container "), _lit(
+                " asks for %s, which no node of this fleet offered when gpufleet last ran (role "
+                "gpufleet.vgpu.device_plugin): the pod would stay Pending. GPUs here are shared as vGPUs: ask for "
+                "%s: 1 (a share of one card; N for N cards) and %s in units of %d MiB, with schedulerName: %s. If "
+                "nodes offer %s now, run the device_plugin role again"
+                % (WHOLE_GPU, names["number"], names["memory"], largest["factor"], scheduler_names[0], WHOLE_GPU)))))
+    return variables, [{"expression": e, "messageExpression": m, "reason": "Invalid"} for e, m in rules]
+
+
+def units_warning(name, memory_resource, factor):
+    """[ValidatingAdmissionPolicy, binding with the Warn action]: a vgpu-memory of whole GiB written in MiB (a
+    multiple of 1024) where a unit is `factor` MiB is admitted with a warning saying what it means here. Under
+    factor 1 the number means what it says, and the policy never warns."""
+    looks_mib = ("variables.memory.filter(m, isQuantity(m) && quantity(m).isInteger() && quantity(m).asInteger() > 0 "
+                 "&& quantity(m).asInteger() % 1024 == 0).map(m, quantity(m).asInteger())")
+    first = "variables.mibLike[0]"
+    message = ("%s + string(%s) + %s + string(%s * %d) + %s + string(%s) + %s + string(%s / %d)"
+               % (_lit(memory_resource + ": "), first,
+                  _lit(" counts units of %d MiB on this fleet (gpuMemoryFactor %d), so it means " % (factor, factor)),
+                  first, factor, _lit(" MiB per vGPU. If you meant "), first, _lit(" MiB, ask for "), first, factor))
+    policy_doc = {
+        "apiVersion": POLICY_API, "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": dict(MANAGED_BY)},
+        "spec": {
+            "failurePolicy": "Ignore",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                    "operations": ["CREATE"], "resources": ["pods"]}]},
+            "variables": [{"name": "memory", "expression": _quantities(memory_resource)},
+                          {"name": "mibLike", "expression": looks_mib}],
+            "validations": [{"expression": "variables.mibLike.size() == 0" if factor > 1 else "true",
+                             "messageExpression": message}],
+        },
+    }
+    binding = {
+        "apiVersion": POLICY_API, "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name, "labels": dict(MANAGED_BY)},
+        "spec": {"policyName": name, "validationActions": ["Warn"]},
+    }
+    return [policy_doc, binding]
+
+
+def plan_names(plan):
+    """The resource names a device_plugin plan's device config registers (NAMES where it keeps upstream's)."""
+    config = plan.get("device_config") or {}
+    return {key: config.get(field) or NAMES[key] for key, field in NAME_FIELDS.items()}
+
+
+def offers(nodes, resource):
+    """Whether any of `nodes` (Node objects as dicts) has a non-zero allocatable `resource`."""
+    return any(str(((node.get("status") or {}).get("allocatable") or {}).get(resource, "0")) not in ("0", "")
+               for node in nodes or [])
+
+
+def request_policies_for_plan(plan, name="gpufleet-vgpu-memory", scheduler_names=("volcano",), nodes=()):
+    """The admission policies of a device_plugin plan: `name` (Deny) refuses vGPU memory no card has and the pod
+    shapes shape_rules() names; `name`-units (Warn) answers vgpu-memory written in MiB. nvidia.com/gpu is refused
+    only where no node of `nodes` offers it. [] when the plan registers no GPU."""
+    gpus = plan.get("gpus") or {}
+    factor = plan["memory_factor"]
+    largest = largest_gpu(gpus, factor)
+    if largest is None:
+        return []
+    names = plan_names(plan)
+    docs = policy(name, largest, factor, names["memory"])
+    variables, validations = shape_rules(names, dict(largest, factor=factor), max(len(g) for g in gpus.values()),
+                                         list(scheduler_names), not offers(nodes, WHOLE_GPU))
+    docs[0]["spec"]["variables"] += variables
+    docs[0]["spec"]["validations"] += validations
+    return docs + units_warning(name + "-units", names["memory"], factor)
+
+
 def even_share(nodes_gpus, splits, factor):
     """{node, model, memory_mib, split, units, mib}: the smallest card's memory units / its node's split - a share
     that lets every card of the fleet hold `split` such vGPUs - or None without GPUs."""
@@ -138,15 +301,6 @@ def default_memory_policy(name, share, api_version, names=None):
         "spec": {"policyName": name},
     }
     return [policy_doc, binding]
-
-
-def memory_policy_for_plan(plan, name="gpufleet-vgpu-memory"):
-    """policy() for the largest card a device_plugin plan registers; [] when it registers none."""
-    largest = largest_gpu(plan.get("gpus") or {}, plan["memory_factor"])
-    if largest is None:
-        return []
-    resource = (plan.get("device_config") or {}).get("resourceMemoryName") or "volcano.sh/vgpu-memory"
-    return policy(name, largest, plan["memory_factor"], resource)
 
 
 def _plan_share(plan):

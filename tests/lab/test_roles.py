@@ -308,6 +308,111 @@ def test_vgpu_memory_no_card_has_is_refused_at_admission(lab):
     assert "asks for 9000 units" in _refusal(core, "big-init", spec)
 
 
+def _two_vgpu_containers():
+    """HAMi's multi-container example as volcano-vgpu-device-plugin users write it (plugin #77, #84): two containers,
+    each with 2 vGPUs and its own memory."""
+    spec = vgpu_pod_spec()
+    spec["containers"] = [
+        {"name": "ubuntu-container", "image": "registry.invalid/ubuntu:18.04", "resources": {"limits": {
+            "volcano.sh/vgpu-number": "2", "volcano.sh/vgpu-memory": "2000"}}},
+        {"name": "ubuntu-container0", "image": "registry.invalid/ubuntu:18.04", "resources": {"limits": {
+            "volcano.sh/vgpu-number": "2", "volcano.sh/vgpu-memory": "3000"}}}]
+    return spec
+
+
+def _warnings(core, name, spec, namespace="mljobs"):
+    """The API server's Warning headers on creating the pod (admitted; deleted again)."""
+    response = core.create_namespaced_pod(namespace, {"metadata": {"name": name}, "spec": spec},
+                                          _preload_content=False)
+    core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+    return response.headers.get("Warning", "")
+
+
+def test_pod_shapes_that_cannot_run_are_refused_saying_what_to_write(lab):
+    """The upstream issues' manifests against the role's policy on the real API server: each refused with the field
+    and the way out; the multi-container example is first shown failing at the kubelet (the real plugin's Allocate),
+    with the policy's binding removed for that one pod."""
+    _converged(lab)
+    core = client.CoreV1Api(lab["api"])
+    policies = client.AdmissionregistrationV1Api(lab["api"])
+    # Why the multi-container shape is refused: admitted, it is bound and then failed by the node.
+    binding = policies.read_validating_admission_policy_binding("gpufleet-vgpu-memory")
+    policies.delete_validating_admission_policy_binding("gpufleet-vgpu-memory")
+    try:
+        def admitted():
+            try:
+                core.create_namespaced_pod("mljobs", {"metadata": {"name": "two-containers"},
+                                                      "spec": _two_vgpu_containers()})
+                return True
+            except client.ApiException as exc:
+                return exc.body[:200]
+        wait_for(admitted, 30, "the pod admitted without the binding")
+        wait_for(lambda: core.read_namespaced_pod("two-containers", "mljobs").status.phase == "Failed"
+                 or core.read_namespaced_pod("two-containers", "mljobs").status.phase, 60, "the pod failed")
+        pod = core.read_namespaced_pod("two-containers", "mljobs")
+        assert pod.status.reason == "UnexpectedAdmissionError" and "cannot get valid pod" in pod.status.message, \
+            pod.status
+        core.delete_namespaced_pod("two-containers", "mljobs", grace_period_seconds=0)
+    finally:
+        policies.create_validating_admission_policy_binding(
+            {"metadata": {"name": "gpufleet-vgpu-memory", "labels": binding.metadata.labels},
+             "spec": binding.spec})
+    wait_for(lambda: "ask for vGPUs" in _refusal_or_none(core, "two-containers", _two_vgpu_containers()), 30,
+             "the policy in effect again")
+    message = _refusal(core, "two-containers", _two_vgpu_containers())
+    assert "containers ubuntu-container, ubuntu-container0 ask for vGPUs" in message and "one container" in message
+
+    # A sidecar without vGPUs beside the one vGPU container is a shape that runs: admitted.
+    spec = vgpu_pod_spec(1000)
+    spec["containers"].append({"name": "sidecar", "image": "registry.invalid/sidecar:1"})
+    assert "gpuMemoryFactor" not in _warnings(core, "with-sidecar", spec)
+
+    # volcano#3089: the percentage resource.
+    spec = vgpu_pod_spec()
+    spec["containers"][0]["resources"] = {"limits": {"volcano.sh/vgpu-number": "1",
+                                                     "volcano.sh/vgpu-memory-percentage": "50"}}
+    message = _refusal(core, "percentage", spec)
+    assert "container cuda asks for volcano.sh/vgpu-memory-percentage" in message and \
+        "write volcano.sh/vgpu-memory: 4094" in message, message
+    # volcano#4505: more vGPUs in one container than a node has GPUs (rig01 and rig02 have 5 each).
+    spec = vgpu_pod_spec(100)
+    spec["containers"][0]["resources"]["limits"]["volcano.sh/vgpu-number"] = "6"
+    message = _refusal(core, "six", spec)
+    assert "a container asks for 6" in message and "at most 5 per container" in message, message
+    # plugin #93, #142: a vGPU pod the default scheduler would place (in a namespace Volcano does not take over).
+    try:
+        core.create_namespaced_pod("default", {"metadata": {"name": "default-scheduled"},
+                                               "spec": vgpu_pod_spec(scheduler_name=None)})
+    except client.ApiException as exc:
+        message = json.loads(exc.body)["message"]
+    else:
+        core.delete_namespaced_pod("default-scheduled", "default")
+        raise AssertionError("a vGPU pod for default-scheduler was admitted")
+    assert "spec.schedulerName is default-scheduler" in message and "Set spec.schedulerName: volcano" in message
+    # Volcano's example job pod asking for nvidia.com/gpu, which no node of the lab offers.
+    spec = {"schedulerName": "volcano", "containers": [{"name": "tensorflow", "image": "registry.invalid/tf:1",
+                                                        "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
+    message = _refusal(core, "whole-gpu", spec)
+    assert "container tensorflow asks for nvidia.com/gpu" in message and \
+        "ask for volcano.sh/vgpu-number: 1" in message, message
+    # An init container with vGPUs (within a card's memory).
+    spec = vgpu_pod_spec(100)
+    spec["initContainers"] = [dict(spec["containers"][0], name="prep")]
+    assert "init container prep asks for vGPUs" in _refusal(core, "init", spec)
+    # plugin #18, HAMi #2187: 1024 written as MiB is admitted with a warning saying what it is here.
+    warning = _warnings(core, "mib-like", vgpu_pod_spec(1024))
+    assert "volcano.sh/vgpu-memory: 1024 counts units of 3 MiB" in warning and "means 3072 MiB" in warning and \
+        "ask for 341" in warning, warning
+    assert _warnings(core, "units", vgpu_pod_spec(2729)) == ""
+
+
+def _refusal_or_none(core, name, spec):
+    try:
+        return _refusal(core, name, spec)
+    except AssertionError:
+        return ""
+
+
 class Deployments:
     """One-vGPU Deployments in a namespace of their own, as the article writes them."""
 

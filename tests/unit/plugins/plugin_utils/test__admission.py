@@ -104,3 +104,92 @@ def test_default_memory_probe_asks_what_the_policy_answers(config, number, memor
 
 def test_default_memory_probe_without_gpus_is_none():
     assert _admission.default_memory_probe_for_plan(dict(PLAN, gpus={}), "kube-system", "img:v1") is None
+
+
+NODE_WITH_GPUS = {"metadata": {"name": "gpu-a"}, "status": {"allocatable": {"cpu": "8", "nvidia.com/gpu": "4"}}}
+NODE_WITHOUT = {"metadata": {"name": "rig01"}, "status": {"allocatable": {"volcano.sh/vgpu-number": "10"}}}
+
+
+def _messages(policy):
+    return [v["messageExpression"] for v in policy["spec"]["validations"]]
+
+
+@pytest.mark.parametrize("nodes, refused", [
+    ([NODE_WITHOUT], True),
+    ([], True),
+    ([NODE_WITHOUT, NODE_WITH_GPUS], False),
+    # A node whose NVIDIA plugin is gone reports 0, which offers nothing.
+    ([dict(NODE_WITH_GPUS, status={"allocatable": {"nvidia.com/gpu": "0"}})], True),
+])
+def test_whole_gpus_are_refused_only_where_no_node_offers_them(nodes, refused):
+    policy, binding, warn, warn_binding = _admission.request_policies_for_plan(PLAN, "p", ["volcano"], nodes)
+    assert binding["spec"]["validationActions"] == ["Deny"] and warn_binding["spec"]["validationActions"] == ["Warn"]
+    assert (warn["metadata"]["name"], warn_binding["spec"]["policyName"]) == ("p-units", "p-units")
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    assert ("wholeGpu" in variables) is refused
+    assert any("nvidia.com/gpu" in m for m in _messages(policy)) is refused
+
+
+def test_every_shape_rule_names_the_field_and_the_way_out():
+    policy, dummy, dummy_warn, dummy_binding = _admission.request_policies_for_plan(PLAN, "p", ["volcano"], [])
+    validations = policy["spec"]["validations"]
+    # The memory rule first: a pod that breaks several rules is told about its memory (the API server reports the
+    # first refusal).
+    assert "compareTo(quantity('8188')) <= 0" in validations[0]["expression"]
+    wanted = [("variables.percentage.size() == 0",
+               ["volcano.sh/vgpu-memory-percentage", "no node of this fleet offers", "write volcano.sh/vgpu-memory: 4094"]),
+              ("variables.vgpuInitContainers.size() == 0", ["init container", "Ask for them in a container"]),
+              ("variables.vgpuContainers.size() <= 1", ["cannot get valid pod", "one container"]),
+              ("quantity('5')) <= 0", ["no node of this fleet has more than 5 GPUs", "at most 5 per container"]),
+              ("object.spec.schedulerName in [\"volcano\"]", ["spec.schedulerName is ", "Set spec.schedulerName: volcano",
+                                                              "volcano_admission_namespaces"]),
+              ("variables.wholeGpu.size() == 0", ["asks for nvidia.com/gpu", "ask for volcano.sh/vgpu-number: 1",
+                                                  "units of 3 MiB"])]
+    assert len(validations) == 1 + len(wanted)
+    for validation, (expression, fragments) in zip(validations[1:], wanted):
+        assert expression in validation["expression"], validation
+        for fragment in fragments:
+            assert fragment in validation["messageExpression"], (fragment, validation)
+        assert validation["reason"] == "Invalid"
+
+
+def test_the_rules_follow_renamed_resources_and_scheduler_names():
+    config = {"resourceCountName": "example.com/vgpu", "resourceMemoryName": "example.com/vmem",
+              "resourceCoreName": "example.com/vcores", "resourceMemoryPercentageName": "example.com/vpct"}
+    policy, dummy, warn, dummy_binding = _admission.request_policies_for_plan(
+        dict(PLAN, device_config=config), "p", ["volcano", "volcano-b"], [])
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    for resource in ("example.com/vgpu", "example.com/vmem", "example.com/vcores"):
+        assert '"%s"' % resource in variables["vgpuContainers"]
+    assert '"example.com/vpct"' in variables["percentage"] and "volcano.sh" not in variables["percentage"]
+    assert "example.com/vgpu" in variables["numbers"]
+    assert 'in ["volcano", "volcano-b"]' in policy["spec"]["validations"][5]["expression"]
+    assert "example.com/vmem" in warn["spec"]["variables"][0]["expression"]
+
+
+def test_a_quote_in_a_name_cannot_end_a_message_early():
+    assert _admission._lit('say "hi" \\ o') == '"say \\"hi\\" \\\\ o"'  # pylint: disable=protected-access
+    policy, dummy, dummy_warn, dummy_binding = _admission.request_policies_for_plan(
+        dict(PLAN, gpus={"rig'01": [{"model": 'RTX "X"', "memory_mib": 24564}]}), "p", ['vol"cano'], [])
+    for message in _messages(policy)[1:]:
+        # Outside the escaped quotes every literal opens and closes.
+        assert message.replace('\\"', "").count('"') % 2 == 0, message
+
+
+@pytest.mark.parametrize("factor, warns", [(3, True), (1, False)])
+def test_the_units_warning_only_where_a_unit_is_not_a_mib(factor, warns):
+    dummy, dummy_binding, warn, binding = _admission.request_policies_for_plan(
+        dict(PLAN, memory_factor=factor), "p", ["volcano"], [])
+    [validation] = warn["spec"]["validations"]
+    assert (validation["expression"] != "true") is warns
+    assert warn["spec"]["failurePolicy"] == "Ignore" and binding["spec"]["validationActions"] == ["Warn"]
+    if warns:
+        assert validation["expression"] == "variables.mibLike.size() == 0"
+        assert "asInteger() % 1024 == 0)" in warn["spec"]["variables"][1]["expression"]
+        assert "%%" not in warn["spec"]["variables"][1]["expression"]
+        for fragment in ("counts units of 3 MiB on this fleet", " * 3)", " / 3)", "If you meant "):
+            assert fragment in validation["messageExpression"], fragment
+
+
+def test_no_policies_without_gpus():
+    assert _admission.request_policies_for_plan(dict(PLAN, gpus={}), "p", ["volcano"], []) == []
