@@ -134,6 +134,9 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
         self.real_gpus = None
         self.smoke_pods = set()
         self.removed_leftovers = []
+        # The fleet's capacity while the fill check held every free vGPU of the nodes under test (the picture of a
+        # report drawn after the cleanup would always show an empty fleet); None when the fill did not pass.
+        self.fill_capacity = None
         # The nodes under test (set by run()): every smoke pod is kept on them, and only their vGPUs count as free.
         self.scope = []
         # The vGPU memory unit and what a request without memory gets, from the plugin's device ConfigMap as the
@@ -274,6 +277,7 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
         time.sleep(5)  # several scheduling cycles: it must stay unbound
         if self.core.read_namespaced_pod("fill-extra", self.namespace).spec.node_name:
             return "failed", "the pod beyond the %d free vGPUs of %s was bound" % (free, where)
+        self.fill_capacity = self.capacity_now()
         detail = "%d one-vGPU pods run (all free vGPUs of %s); one more stays Pending, unschedulable" % (free, where)
         if left_out:
             detail += " (not filled, beyond fill_max_pods %d: %s)" % (self.params["fill_max_pods"], ", ".join(left_out))
@@ -505,6 +509,14 @@ class Smoke:  # pylint: disable=too-many-instance-attributes
             g["metadata"]["name"], g.get("status", {}).get("phase"),
             ([c.get("message") or c.get("reason") for c in g.get("status", {}).get("conditions") or []] or [""])[-1])
             for g in groups)
+
+    def capacity_now(self):
+        """The capacity report (_capacity.full_report) of every node and running pod, as the cluster has them now."""
+        serialize = self.core.api_client.sanitize_for_serialization
+        nodes = [serialize(n) for n in self.core.list_node().items]
+        pods = [serialize(p) for p in self.core.list_pod_for_all_namespaces(
+            field_selector="status.phase=Running").items]
+        return cap.full_report(nodes, pods, self.params["memory_factor"], self.default_memory)
 
     # --- the run ---
 

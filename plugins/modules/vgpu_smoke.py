@@ -229,6 +229,12 @@ default_memory:
     ConfigMap (empty when it did not, which is Volcano's whole card).
   returned: always
   type: str
+fill_capacity:
+  description: The fleet's vGPU capacity (as the P(gpufleet.vgpu.vgpu_capacity_report#filter) filter returns it)
+    while the fill check held every free vGPU of the nodes under test, read before its pods are removed; null when
+    the fill check did not pass.
+  returned: always
+  type: dict
 markdown:
   description: The results as a Markdown section.
   returned: always
@@ -307,6 +313,7 @@ def main():
     module.exit_json(changed=bool(run.removed_leftovers), removed_leftovers=run.removed_leftovers, results=results,
                      namespace=run.namespace, real_gpus=run.real_gpus,
                      memory_factor=run.params["memory_factor"], default_memory=run.default_memory,
+                     fill_capacity=run.fill_capacity,
                      markdown=smoke.markdown(results, run.namespace),
                      failed_checks=[r["check"] for r in results if r["status"] == "failed"])
 

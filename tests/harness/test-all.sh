@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make test`: run every stage even when one fails, then print one line per stage, the total and a closing
 # summary, and leave the record docs/timings.md is rendered from (.build/timings/make-test.json; `make timings`).
-# The stages run one after another: on 2 cores they are CPU-bound, and molecule beside lab-test took about as long
-# as both in a row while slowing the lab's timed waits.
+# The stages run one after another, except molecule, which runs one scenario at a time beside lab-test: the lab
+# test waits on its cluster much of the time (a playbook run keeps about one core busy), and the molecule scenarios
+# use the other core. GPUFLEET_TEST_SERIAL=1 runs them one after the other (MOLECULE_JOBS=2 then).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 1
@@ -11,17 +12,51 @@ stages=(lint sanity units integration lab-test molecule)
 [ -n "${GPUFLEET_TEST_STAGES:-}" ] && read -r -a stages <<<"$GPUFLEET_TEST_STAGES"
 declare -A result duration
 passed=0 failed=0 t_all=$SECONDS
+logs=$root/.build/logs
+mkdir -p "$logs"
+
+record() {  # record <stage> <rc> <seconds>
+  if [ "$2" -eq 0 ]; then result[$1]=passed; passed=$((passed + 1)); else result[$1]=FAILED; failed=$((failed + 1)); fi
+  duration[$1]=$3
+}
+
+beside=""
+if [ "${GPUFLEET_TEST_SERIAL:-0}" != 1 ] && [[ " ${stages[*]} " == *" lab-test "* ]] \
+    && [[ " ${stages[*]} " == *" molecule "* ]]; then
+  beside=molecule
+fi
 for s in "${stages[@]}"; do
+  [ "$s" = "$beside" ] && continue
+  if [ "$s" = lab-test ] && [ -n "$beside" ]; then
+    # Both stages need the test-host images and package repositories: built once, before either starts.
+    echo "===== make images repos (for lab-test and molecule)"
+    make --no-print-directory images repos
+    echo "===== make lab-test, and beside it make molecule (one scenario at a time; its lines follow in" \
+      ".build/logs/make-molecule.log, printed at its end)"
+    t0=$SECONDS
+    ( t1=$SECONDS; MOLECULE_JOBS=1 make --no-print-directory molecule >"$logs/make-molecule.log" 2>&1
+      echo "$? $((SECONDS - t1))" >"$logs/make-molecule.rc" ) &
+    molecule_pid=$!
+    make --no-print-directory lab-test
+    record lab-test $? $((SECONDS - t0))
+    wait "$molecule_pid"
+    echo "===== make molecule (beside lab-test)"
+    cat "$logs/make-molecule.log"
+    read -r rc seconds <"$logs/make-molecule.rc"
+    record molecule "$rc" "$seconds"
+    continue
+  fi
   echo "===== make $s"
   t0=$SECONDS
-  if make --no-print-directory "$s"; then result[$s]=passed; passed=$((passed + 1))
-  else result[$s]=FAILED; failed=$((failed + 1)); fi
-  duration[$s]=$((SECONDS - t0))
+  make --no-print-directory "$s"
+  record "$s" $? $((SECONDS - t0))
 done
 total=$((SECONDS - t_all))
 echo
 echo "===== make test: stages"
-for s in "${stages[@]}"; do printf '  %-12s %-7s %5s s\n' "$s" "${result[$s]}" "${duration[$s]}"; done
+for s in "${stages[@]}"; do
+  printf '  %-12s %-7s %5s s%s\n' "$s" "${result[$s]}" "${duration[$s]}" "$([ "$s" = "$beside" ] && echo ' (beside lab-test)')"
+done
 printf '  %-20s %5s s\n' total "$total"
 mkdir -p .build/timings
 { printf '{"date": "%s", "commit": "%s", "tree_clean": %s, "cpus": %s, "memory_gib": %s, "total_seconds": %s, "stages": [' \
@@ -29,7 +64,9 @@ mkdir -p .build/timings
     "$([ -z "$(git status --porcelain 2>/dev/null)" ] && echo true || echo false)" "$(nproc)" \
     "$(awk '/MemTotal/ {printf "%.0f", $2 / 1048576}' /proc/meminfo)" "$total"
   sep=""; for s in "${stages[@]}"; do
-    printf '%s{"stage": "%s", "result": "%s", "seconds": %s}' "$sep" "$s" "${result[$s]}" "${duration[$s]}"; sep=", "
+    extra=""; [ "$s" = "$beside" ] && extra=', "beside": "lab-test"'
+    printf '%s{"stage": "%s", "result": "%s", "seconds": %s%s}' "$sep" "$s" "${result[$s]}" "${duration[$s]}" "$extra"
+    sep=", "
   done; printf ']}\n'; } >.build/timings/make-test.json
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

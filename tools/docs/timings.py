@@ -30,6 +30,9 @@ def row(record):
             cells.append("")
             continue
         note = "" if stage["result"] == "passed" else " (%s)" % stage["result"]
+        # A stage that ran beside another (molecule beside lab-test): its time overlaps the other's.
+        if stage.get("beside"):
+            note += " beside %s" % stage["beside"]
         cells.append("%s s%s" % (stage["seconds"], note))
     total = record["total_seconds"]
     verdict = "within" if total <= BUDGET_MINUTES * 60 else "**over**"
@@ -45,8 +48,9 @@ def page(records):
         "Written by `make timings` from the records `make test` leaves in `.build/timings/` (filed in",
         "[docs/timings/](timings/)); do not edit by hand. Times are wall-clock seconds on the machine named, warm",
         "(the lab's Go builds, the test-host images and the virtualenv cached; a cold machine adds their builds, about",
-        "30 min on 2 cores). The budget is %d minutes warm on 2 cores. `make lab-test` prints its slowest tests." % (
+        "30 min on 2 cores). The budget is %d minutes warm on 2 cores. `make lab-test` prints its slowest tests. A" % (
             BUDGET_MINUTES),
+        "stage marked *beside* another ran at the same time as it, so the total is less than the sum of the stages.",
         "",
         "| date | commit | machine | %s | total |" % " | ".join(STAGES),
         "|---|---|---|%s---|" % ("---|" * len(STAGES)),

@@ -34,8 +34,36 @@ declare -A patched=([volcano-fix]="volcano.sh/volcano $root/tools/upstream/volca
 declare -A cgo=([hami]=1)
 groups=("$@")
 [ ${#groups[@]} -gt 0 ] || groups=(etcd kwok helm kubernetes volcano hami)
+# A line every this many seconds while a group builds (Kubernetes takes about half an hour cold on 2 cores).
+interval=${GPUFLEET_BUILD_PROGRESS_S:-60}
 
+# build <what> <log> <command...>: runs the command with its stderr in <log> (go build -v names each package it
+# compiles there), printing how long it has run and how many packages it compiled every $interval seconds; on
+# failure the log's end goes to stderr.
+build() {
+  local what=$1 log=$2 t0=$SECONDS next rc=0
+  shift 2
+  "$@" 2>"$log" &
+  local pid=$!
+  next=$((SECONDS + interval))
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    if [ "$SECONDS" -ge "$next" ]; then
+      echo "[lab-build] $what: still building, $((SECONDS - t0)) s, $(grep -c -v '^#' "$log" || true) packages compiled"
+      next=$((next + interval))
+    fi
+  done
+  wait "$pid" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    echo "[lab-build] $what: go build failed (rc $rc); the end of its output:" >&2
+    tail -n 40 "$log" >&2
+  fi
+  return "$rc"
+}
+
+index=0
 for group in "${groups[@]}"; do
+  index=$((index + 1))
   [ -n "${commands[$group]:-}" ] || { echo "unknown group '$group' (allowed: ${!commands[*]})" >&2; exit 2; }
   dir=$here/${base[$group]:-$group}
   patch_dir=
@@ -51,7 +79,7 @@ for group in "${groups[@]}"; do
     echo "[lab-build] $group: cached in $out"
     continue
   fi
-  echo "[lab-build] $group: building ${commands[$group]} (minutes on a 2-core machine)"
+  echo "[lab-build] $group ($index of ${#groups[@]}): building ${commands[$group]} (minutes on a 2-core machine)"
   t0=$SECONDS
   rm -rf "$out.tmp" && mkdir -p "$out.tmp"
   # -trimpath + no VCS stamping: the same pins give the same binaries wherever they are built.
@@ -70,13 +98,14 @@ for group in "${groups[@]}"; do
     modfile=("-modfile=$(python3 "$root/tools/upstream/patched_module.py" "$dir" "${patched[$group]%% *}" \
       "$patch_dir" "$cache/$group-$key.src")")
   fi
-  (cd "$dir" && CGO_ENABLED=${cgo[$group]:-0} go build "${modfile[@]}" -trimpath -buildvcs=false -ldflags="$ldflags" \
-    -o "$out.tmp/" "${pkgs[@]}")
+  (cd "$dir" && CGO_ENABLED=${cgo[$group]:-0} build "$group" "$out.log" go build -v "${modfile[@]}" -trimpath \
+    -buildvcs=false -ldflags="$ldflags" -o "$out.tmp/" "${pkgs[@]}")
   # etcd's main package is the module root go.etcd.io/etcd/server/v3 and builds as "server": give it its name.
   if [ -f "$out.tmp/server" ]; then mv "$out.tmp/server" "$out.tmp/etcd"; fi
   touch "$out.tmp/.complete"
   rm -rf "$out" && mv "$out.tmp" "$out"
   # $cache/<group> always names the build of the current pins (older builds stay until the cache is pruned).
   ln -sfn "$group-$key" "$cache/$group"
+  rm -f "$out.log"
   echo "[lab-build] $group: built $(find "$out" -maxdepth 1 -type f -perm -u+x -printf '%f ' | sort)in $((SECONDS - t0)) s"
 done

@@ -23,6 +23,12 @@ def test_row(rec, expected):
     assert timings.row(rec) == expected
 
 
+def test_a_stage_beside_another_says_so():
+    rec = record(2400)
+    rec["stages"][-1]["beside"] = "lab-test"
+    assert timings.row(rec).endswith("| 10 s | 10 s beside lab-test | 40:00 (within) |")
+
+
 def test_newest_first_and_a_stage_not_run_is_blank():
     older = dict(record(100), date="2026-12-01T00:00:00Z")
     newer = dict(record(200), stages=[{"stage": "lint", "result": "passed", "seconds": 31}])
