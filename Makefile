@@ -106,7 +106,8 @@ endef
 site: deps bootstrap ## The main job: the local lab (if not up) and playbooks/site.yml end to end, then the report
 	$(lab_build_with_images)
 	python tools/lab/lab.py status >/dev/null 2>&1 || { python tools/lab/lab.py down && python tools/lab/lab.py up; }
-	GPUFLEET_REPORT_DIR=$(CURDIR)/gpufleet-report ansible-playbook -i inventories/lab playbooks/site.yml
+	t0=$$(date +%s); GPUFLEET_REPORT_DIR=$(CURDIR)/gpufleet-report ansible-playbook -i inventories/lab playbooks/site.yml; \
+	  rc=$$?; echo "[site] playbooks/site.yml took $$(( $$(date +%s) - t0 )) s"; exit $$rc
 	@cat gpufleet-report/report.md
 	@echo "Report: gpufleet-report/report.md, smoke.json and capacity.png. The lab keeps running; its cluster, with the kubectl it built:"
 	@python tools/lab/lab.py status | sed -n 's/^KUBECONFIG=\(.*\)/  export KUBECONFIG=\1/p; s/^KUBECTL=\(.*\)/  \1 get nodes/p'

@@ -53,6 +53,10 @@ def kubeflow_gang_patch(deployment, scheduler="volcano", container="training-ope
         raise AnsibleFilterError("kubeflow_gang_patch: %s" % exc) from exc
 
 
+def kubeflow_trainer_runtimes(runtimes, scheduler="volcano"):
+    return _kubeflow.trainer_runtimes(runtimes, scheduler)
+
+
 class FilterModule:
     def filters(self):
-        return {"kubeflow_gang_patch": kubeflow_gang_patch}
+        return {"kubeflow_gang_patch": kubeflow_gang_patch, "kubeflow_trainer_runtimes": kubeflow_trainer_runtimes}

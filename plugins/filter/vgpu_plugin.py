@@ -78,8 +78,8 @@ def vgpu_default_memory_policy(plan, name="gpufleet-vgpu-default-memory",
     return _admission.default_memory_policy_for_plan(plan, name, api_version)
 
 
-def vgpu_default_memory_probe(plan, namespace, image):
-    return _admission.default_memory_probe_for_plan(plan, namespace, image)
+def vgpu_default_memory_probe(plan, namespace, image, scheduler_name="volcano"):
+    return _admission.default_memory_probe_for_plan(plan, namespace, image, scheduler_name)
 
 
 def vgpu_version_compatibility(volcano_version, plugin):

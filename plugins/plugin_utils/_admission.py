@@ -17,7 +17,7 @@ MutatingAdmissionPolicy (admissionregistration.k8s.io/v1 from Kubernetes 1.36; v
 MutatingAdmissionPolicy feature gate in 1.34 and 1.35) adds the share to the container's limits and requests.
 
 The same ValidatingAdmissionPolicy refuses the pod shapes that cannot run on this stack, each with the field and what
-to write instead (request_policies()); what each refusal prevents, from the pinned code:
+to write instead (request_policies_for_plan()); what each refusal prevents, from the pinned code:
 - vGPUs in more than one container, or in an init container: Volcano 1.15.1 assigns vGPUs to spec.containers only
   (ExtractResourceRequest), and plugin v1.12.0's Allocate looks the pod up by its total vGPU count
   (pkg/util/util.go GetPendingPod: the count of all containers must equal the one container's request), so the
@@ -132,9 +132,15 @@ def shape_rules(names, largest, max_gpus, scheduler_names, refuse_whole_gpu):
         {"name": "vgpuInitContainers", "expression": _names_of(INIT, vgpu)},
         {"name": "percentage",
          "expression": _names_of("(object.spec.containers + %s)" % INIT, _names_in([names["percentage"]]))},
-        {"name": "numbers", "expression": _quantities(names["number"])},
+        # "name asks for N" of each container whose vgpu-number is above the most GPUs a node has (an extended resource
+        # always has a limit; requests equal it).
+        {"name": "overNumber", "expression": (
+            "(object.spec.containers + {init}).filter(c, has(c.resources) && has(c.resources.limits) && {n} in "
+            "c.resources.limits && isQuantity(string(c.resources.limits[{n}])) && "
+            "quantity(string(c.resources.limits[{n}])).compareTo(quantity('{most}')) > 0).map(c, c.name + {asks} + "
+            "string(c.resources.limits[{n}]))").format(init=INIT, n=_lit(names["number"]), most=max_gpus,
+                                                       asks=_lit(" asks for "))},
     ]
-    over = "variables.numbers.filter(n, isQuantity(n) && quantity(n).compareTo(quantity('%d')) > 0)" % max_gpus
     schedulers = "[%s]" % ", ".join(_lit(n) for n in scheduler_names)
     example = largest["units"] // 2
     rules = [
@@ -155,11 +161,11 @@ def shape_rules(names, largest, max_gpus, scheduler_names, refuse_whole_gpu):
              "a time, so the kubelet fails a pod whose vGPUs are in more than one container (UnexpectedAdmissionError: "
              "cannot get valid pod). Put the GPU work in one container, or give each container a pod of its own (a "
              "Volcano Job with one task each keeps them gang-scheduled)"))),
-        ("variables.numbers.all(n, !isQuantity(n) || quantity(n).compareTo(quantity('%d')) <= 0)" % max_gpus,
-         "%s + string(quantity(%s[0]).asInteger()) + %s" % (_lit(names["number"] + ": a container asks for "), over,
-                                                            _lit(
-             ", but each vGPU of one container is on a different GPU and no node of this fleet has more than %d "
-             "GPUs. Ask for at most %d per container, or spread the work over pods" % (max_gpus, max_gpus)))),
+        ("variables.overNumber.size() == 0",
+         "%s + variables.overNumber[0] + %s" % (_lit("container "), _lit(
+             " %s: each vGPU of one container is on a different GPU, and no node of this fleet has more than %d "
+             "GPUs. Ask for at most %d per container, or spread the work over pods"
+             % (names["number"], max_gpus, max_gpus)))),
         ("variables.vgpuContainers.size() + variables.vgpuInitContainers.size() == 0 || "
          "has(object.spec.schedulerName) && object.spec.schedulerName in %s" % schedulers,
          "%s + (has(object.spec.schedulerName) ? object.spec.schedulerName : %s) + %s" % (
@@ -321,7 +327,7 @@ def default_memory_policy_for_plan(plan, name="gpufleet-vgpu-default-memory", ap
     return default_memory_policy(name, share, api_version, names)
 
 
-def default_memory_probe_for_plan(plan, namespace, image):
+def default_memory_probe_for_plan(plan, namespace, image, scheduler_name="volcano"):
     """What proves the default-memory policy is in effect: {pod, resource, units}, a pod asking for one vGPU without
     memory (for a server-side dry run: the API server starts applying a new policy a moment after storing it, and
     a pod created in that moment gets a whole card) and the vGPU memory the policy gives it; None without GPUs."""
@@ -331,5 +337,7 @@ def default_memory_probe_for_plan(plan, namespace, image):
     number = names.get("number", "volcano.sh/vgpu-number")
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": "gpufleet-default-memory-probe", "namespace": namespace, "labels": dict(MANAGED_BY)},
-           "spec": {"containers": [{"name": "probe", "image": image, "resources": {"limits": {number: "1"}}}]}}
+           # Volcano's: the request policy refuses a vGPU pod for another scheduler (dry run or not).
+           "spec": {"schedulerName": scheduler_name,
+                    "containers": [{"name": "probe", "image": image, "resources": {"limits": {number: "1"}}}]}}
     return {"pod": pod, "resource": names.get("memory", "volcano.sh/vgpu-memory"), "units": str(share["units"])}

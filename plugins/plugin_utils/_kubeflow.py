@@ -1,7 +1,8 @@
 # Copyright (c) gpufleet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""Kubeflow's training-operator as its release manifests define it: where its gang-scheduler flag goes. Pure."""
+"""Kubeflow's training-operator as its release manifests define it: where its gang-scheduler flag goes; and Kubeflow
+Trainer v2, whose runtimes choose their gang scheduler each (spec.podGroupPolicy). Pure."""
 
 from __future__ import annotations
 
@@ -45,3 +46,30 @@ def gang_patch(deployment, scheduler="volcano", container="training-operator"):
     result["patch"] = ([{"op": "add", "path": path + "/-", "value": value}] if manager.get("args") is not None
                        else [{"op": "add", "path": path, "value": [value]}])
     return result
+
+
+TRAINER_API = "trainer.kubeflow.org/v1alpha1"
+TRAINER_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
+
+
+def trainer_runtimes(runtimes, scheduler="volcano"):
+    """{"volcano": names, "other": ["name (policy)"], "none": names} of Kubeflow Trainer v2 runtimes (k8s_info
+    resources of ClusterTrainingRuntime and TrainingRuntime, trainer.kubeflow.org/v1alpha1).
+
+    Trainer v2 has no controller flag: each runtime's spec.podGroupPolicy names the gang plugin (``volcano: {}``,
+    ``coscheduling: {...}``) and a runtime without one creates no PodGroup, so its TrainJobs are not gang-scheduled
+    (pkg/apis/trainer/v1alpha1/trainingruntime_types.go). A namespaced runtime is named namespace/name.
+    """
+    found = {"volcano": [], "other": [], "none": []}
+    for runtime in runtimes or []:
+        meta = runtime.get("metadata") or {}
+        name = ("%s/%s" % (meta["namespace"], meta.get("name")) if meta.get("namespace") else meta.get("name", "?"))
+        policy = ((runtime.get("spec") or {}).get("podGroupPolicy") or {})
+        plugins = sorted(key for key, value in policy.items() if value is not None)
+        if scheduler in plugins:
+            found["volcano"].append(name)
+        elif plugins:
+            found["other"].append("%s (%s)" % (name, ", ".join(plugins)))
+        else:
+            found["none"].append(name)
+    return {key: sorted(names) for key, names in found.items()}

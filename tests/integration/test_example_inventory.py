@@ -212,6 +212,9 @@ BAD = [
      ["nvidia_driver_kube_drain is false on a Kubernetes node", "nvidia_driver_reboot_undrained"]),
     ("drain host not in the inventory", {"gpu_nodes": {"nvidia_driver_kube_host": "master9"}}, None,
      ["nvidia_driver_kube_host is master9, which is not a host of the inventory"]),
+    # Accepted by container_runtime alone, but site.yml's plugin finds NVML only through the default runtime.
+    ("nvidia not containerd's default", {"gpu_nodes": {"container_runtime_set_as_default": False}}, None,
+     ["container_runtime_set_as_default is False for rig01", "register no vGPU", "Allowed in site.yml: true"]),
     ("vGPU with GPU sharing", {"all": {"volcano_deviceshare": {"vgpu_enable": True, "gpu_sharing_enable": True}}}, None,
      ["vgpu_enable and gpu_sharing_enable cannot be combined"]),
     ("unknown scheduler action", {"all": {"volcano_scheduler_actions": "enqueue, allocate, teleport"}}, None,

@@ -378,7 +378,8 @@ def test_pod_shapes_that_cannot_run_are_refused_saying_what_to_write(lab):
     spec = vgpu_pod_spec(100)
     spec["containers"][0]["resources"]["limits"]["volcano.sh/vgpu-number"] = "6"
     message = _refusal(core, "six", spec)
-    assert "a container asks for 6" in message and "at most 5 per container" in message, message
+    assert "container cuda asks for 6 volcano.sh/vgpu-number: each vGPU" in message and "at most 5 per container" in message, \
+        message
     # plugin #93, #142: a vGPU pod the default scheduler would place (in a namespace Volcano does not take over).
     try:
         core.create_namespaced_pod("default", {"metadata": {"name": "default-scheduled"},
@@ -468,6 +469,41 @@ def _converged(lab):
         assert rc == 0, (failed_messages(out), err[-2000:])
 
 
+def test_a_gang_spreads_over_cards_only_when_it_asks(lab):
+    """Volcano 1.15's vGPU spread policy (volcano#5049), as a user writes it on the pod template: with the role's
+    binpack default two members of one gang share a card (volcano#5097: 70 % slower allreduce); with
+    `volcano.sh/vgpu-podgroup-policy: spread` they land on two cards."""
+    _converged(lab)
+    core, objects = client.CoreV1Api(lab["api"]), client.CustomObjectsApi(lab["api"])
+    core.create_namespace({"metadata": {"name": "spread"}})
+
+    def cards(job, annotations):
+        spec = dict(vgpu_pod_spec(1000, scheduler_name=None), nodeSelector={"kubernetes.io/hostname": "rig02"})
+        objects.create_namespaced_custom_object("batch.volcano.sh", "v1alpha1", "spread", "jobs", {
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": job},
+            "spec": {"minAvailable": 2, "schedulerName": "volcano", "queue": "default", "tasks": [
+                {"name": "worker", "replicas": 2, "template": {"metadata": {"annotations": annotations},
+                                                               "spec": spec}}]}})
+
+        def running():
+            pods = core.list_namespaced_pod("spread", label_selector="volcano.sh/job-name=" + job).items
+            return [p.status.phase for p in pods] == ["Running"] * 2 or [p.status.phase for p in pods]
+        wait_for(running, 90, "both members of %s Running" % job)
+        pods = core.list_namespaced_pod("spread", label_selector="volcano.sh/job-name=" + job).items
+        found = sorted(d["uuid"] for p in pods for d in parse_pod_devices(p.metadata.annotations["volcano.sh/vgpu-ids-new"]))
+        objects.delete_namespaced_custom_object("batch.volcano.sh", "v1alpha1", "spread", "jobs", job)
+        wait_for(lambda: not core.list_namespaced_pod("spread", label_selector="volcano.sh/job-name=" + job).items,
+                 60, "%s's pods gone" % job)
+        return found
+    try:
+        packed = cards("packed", {})
+        assert len(packed) == 2 and len(set(packed)) == 1, packed
+        spread = cards("spread", {"volcano.sh/vgpu-podgroup-policy": "spread"})
+        assert len(spread) == 2 and len(set(spread)) == 2, spread
+    finally:
+        core.delete_namespace("spread")
+
+
 def test_the_articles_deployment_means_what_the_readme_says(lab):
     """`vgpu-memory: 8188` ("about 8 GB" in the article) counts units of 3 MiB on this fleet: 24564 MiB, a whole RTX
     4090. As roles/device_plugin/README.md promises: 10 and 20 replicas both give one pod per 4090 (rig01's five),
@@ -498,7 +534,7 @@ def test_vgpu_requests_without_memory_get_what_the_policy_says(lab):
     """whole-card (the default, Volcano's rule): on rig02's 10 vGPUs only 5 memory-less pods run, each holding a whole
     4070 Super (5458 units). even-share: the role's MutatingAdmissionPolicy, on the lab's real API server, gives each
     2729 units (the smallest card / its split), and all 10 run beside each other; back to whole-card, the policy is
-    removed. A percentage request is no way out: no node has that resource."""
+    removed. A percentage request is no way out: no node has that resource, and admission refuses it."""
     _converged(lab)
     number_only = {"volcano.sh/vgpu-number": "1"}
     trial = Deployments(lab, "vgpu-default-memory")
@@ -508,9 +544,10 @@ def test_vgpu_requests_without_memory_get_what_the_policy_says(lab):
         trial.apps.delete_namespaced_deployment("whole", trial.namespace)
         wait_for(lambda: not trial.pods("whole") or len(trial.pods("whole")), 60, "pods gone")
 
-        trial.create("percentage", 1, dict(number_only, **{"volcano.sh/vgpu-memory-percentage": "50"}), node="rig02")
-        trial.settle("percentage", 0, 1, timeout=30)
-        trial.apps.delete_namespaced_deployment("percentage", trial.namespace)
+        # The percentage resource is refused at admission (no node offers it: such a pod stayed Pending).
+        spec = vgpu_pod_spec()
+        spec["containers"][0]["resources"] = {"limits": dict(number_only, **{"volcano.sh/vgpu-memory-percentage": "50"})}
+        assert "no node of this fleet offers it" in _refusal(trial.core, "percentage", spec)
 
         # Only the role that changes (--tags device_plugin): Volcano's release stays as the defaults left it.
         rc, out, err = converge(lab, "--tags", "device_plugin", "-e", "device_plugin_default_memory=even-share")
@@ -623,5 +660,56 @@ def test_kubeflow_training_operator_gangs_with_volcano_as_its_release_manifests_
         out = run("plugins")
         assert changed(out) == 0 and manager("plugins").args == ["--gang-scheduler-name=scheduler-plugins"]
         assert "runs with --gang-scheduler-name=scheduler-plugins, left as it is" in json.dumps(out)
+        assert "Kubeflow Trainer runtimes" not in json.dumps(out)  # no Trainer API served: nothing said
+
+        # Kubeflow Trainer v2: no flag; each runtime's spec.podGroupPolicy (trainer.kubeflow.org/v1alpha1, its API
+        # types). The CRDs here carry Trainer's group, version, kinds and scopes with an open schema.
+        trainer_crds(lab, create=True)
+        objects = client.CustomObjectsApi(lab["api"])
+        for name, policy in (("torch-distributed", {"volcano": {}}), ("deepspeed", {"coscheduling": {}}),
+                             ("mlx", None)):
+            spec = dict({"mlPolicy": {"numNodes": 2}}, **({"podGroupPolicy": policy} if policy else {}))
+            objects.create_cluster_custom_object("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", {
+                "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+                "metadata": {"name": name}, "spec": spec})
+        objects.create_namespaced_custom_object("trainer.kubeflow.org", "v1alpha1", namespace, "trainingruntimes", {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime", "metadata": {"name": "mine"},
+            "spec": {"mlPolicy": {"numNodes": 2}}})
+        out = run("release")
+        assert changed(out) == 0
+        assert ("Kubeflow Trainer runtimes whose TrainJobs Volcano does not gang-schedule: deepspeed (coscheduling), "
+                "%s/mine, mlx." % namespace) in json.dumps(out), json.dumps(out)[-3000:]
+        assert "Runtimes that do: torch-distributed." in json.dumps(out)
     finally:
+        trainer_crds(lab, create=False)
         core.delete_namespace(namespace)
+
+
+def trainer_crds(lab, create):
+    """Kubeflow Trainer's two runtime CRDs (group, version, kinds and scopes as Trainer serves them), created and
+    served, or deleted."""
+    extensions = client.ApiextensionsV1Api(lab["api"])
+    kinds = (("ClusterTrainingRuntime", "clustertrainingruntimes", "Cluster"),
+             ("TrainingRuntime", "trainingruntimes", "Namespaced"))
+    for kind, plural, scope in kinds:
+        name = plural + ".trainer.kubeflow.org"
+        if not create:
+            try:
+                extensions.delete_custom_resource_definition(name)
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    raise
+            continue
+        extensions.create_custom_resource_definition({
+            "metadata": {"name": name},
+            "spec": {"group": "trainer.kubeflow.org", "scope": scope,
+                     "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": kind + "List"},
+                     "versions": [{"name": "v1alpha1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                         "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}})
+    if create:
+        def served():
+            conditions = [c.type for kind, plural, scope in kinds for c in
+                          extensions.read_custom_resource_definition(plural + ".trainer.kubeflow.org").status.conditions
+                          or [] if c.status == "True"]
+            return conditions.count("Established") == 2 or conditions
+        wait_for(served, 30, "Trainer's CRDs established")

@@ -1,6 +1,7 @@
 """playbooks/site.yml end to end on the lab: GPU nodes as podman hosts, the cluster, smoke tests, the report."""
 
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -34,6 +35,7 @@ def test_site_end_to_end_then_no_change_outside_the_smoke_test(lab, tmp_path):
                           text=True, check=False)
     assert made.returncode == 0, (made.stdout[-3000:], made.stderr[-3000:])
     assert "Report: gpufleet-report/report.md" in made.stdout, made.stdout[-2000:]
+    assert re.search(r"^\[site\] playbooks/site\.yml took \d+ s$", made.stdout, re.M), made.stdout[-2000:]
     # How to reach the lab's cluster with the kubectl the lab built (another kubectl may be first on PATH).
     assert "  export KUBECONFIG=%s/kubeconfig\n  %s/bin/kubectl get nodes\n" % (lab["dir"], lab["dir"]) in made.stdout, \
         made.stdout[-2000:]

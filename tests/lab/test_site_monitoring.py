@@ -105,21 +105,24 @@ def test_dashboard_and_alerts_on_the_labs_prometheus(lab):
 
     core.create_namespace({"metadata": {"name": NAMESPACE}})
     try:
-        # One vGPU pod that runs, one that asks for more GPUs than a node has, and a gang of two such pods.
-        def pod(name, number, **meta):
-            return {"metadata": dict({"name": name}, **meta), "spec": {
-                "schedulerName": "volcano", "containers": [{"name": "cuda", "image": "registry.invalid/cuda:1",
-                                                            "resources": {"limits": {
-                                                                "volcano.sh/vgpu-number": str(number),
-                                                                "volcano.sh/vgpu-memory": "1000"}}}]}}
-        core.create_namespaced_pod(NAMESPACE, pod("runs", 1))
-        waiting = core.create_namespaced_pod(NAMESPACE, pod("too-many-gpus", 6))
+        # One vGPU pod that runs, one that asks rig02 for a whole RTX 4090's memory (8188 units; its 4070 Supers have
+        # 5458 - admitted, as a 4090 elsewhere could hold it), and a gang of two such pods.
+        def pod(name, memory, **meta):
+            spec = {"schedulerName": "volcano", "containers": [{"name": "cuda", "image": "registry.invalid/cuda:1",
+                                                                "resources": {"limits": {
+                                                                    "volcano.sh/vgpu-number": "1",
+                                                                    "volcano.sh/vgpu-memory": str(memory)}}}]}
+            if memory > 5458:
+                spec["nodeSelector"] = {"kubernetes.io/hostname": "rig02"}
+            return {"metadata": dict({"name": name}, **meta), "spec": spec}
+        core.create_namespaced_pod(NAMESPACE, pod("runs", 1000))
+        waiting = core.create_namespaced_pod(NAMESPACE, pod("too-big-for-rig02", 8188))
         client.CustomObjectsApi(lab["api"]).create_namespaced_custom_object(
             "batch.volcano.sh", "v1alpha1", NAMESPACE, "jobs", {
                 "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "gang"},
                 "spec": {"schedulerName": "volcano", "minAvailable": 2, "tasks": [
                     {"name": "worker", "replicas": 2,
-                     "template": {"spec": dict(pod("w", 6)["spec"], restartPolicy="Never")}}]}})
+                     "template": {"spec": dict(pod("w", 8188)["spec"], restartPolicy="Never")}}]}})
         wait_for(lambda: core.read_namespaced_pod("runs", NAMESPACE).status.phase == "Running", 90, "the vGPU pod Running")
 
         # Every dashboard query returns series now (the dashboard file as the role wrote it).

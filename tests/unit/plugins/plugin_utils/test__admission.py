@@ -95,7 +95,7 @@ def test_default_memory_probe_asks_what_the_policy_answers(config, number, memor
     probe = _admission.default_memory_probe_for_plan(dict(PLAN, device_config=config), "kube-system", "img:v1")
     [container] = probe["pod"]["spec"]["containers"]
     assert container["resources"] == {"limits": {number: "1"}} and container["image"] == "img:v1"
-    assert probe["pod"]["metadata"]["namespace"] == "kube-system"
+    assert probe["pod"]["metadata"]["namespace"] == "kube-system" and probe["pod"]["spec"]["schedulerName"] == "volcano"
     # The policy's own share, as the API server returns a quantity.
     assert (probe["resource"], probe["units"]) == (memory, "2729")
     policy, dummy = _admission.default_memory_policy_for_plan(dict(PLAN, device_config=config))
@@ -140,7 +140,8 @@ def test_every_shape_rule_names_the_field_and_the_way_out():
                ["volcano.sh/vgpu-memory-percentage", "no node of this fleet offers", "write volcano.sh/vgpu-memory: 4094"]),
               ("variables.vgpuInitContainers.size() == 0", ["init container", "Ask for them in a container"]),
               ("variables.vgpuContainers.size() <= 1", ["cannot get valid pod", "one container"]),
-              ("quantity('5')) <= 0", ["no node of this fleet has more than 5 GPUs", "at most 5 per container"]),
+              ("variables.overNumber.size() == 0", ["no node of this fleet has more than 5 GPUs",
+                                                    "at most 5 per container"]),
               ("object.spec.schedulerName in [\"volcano\"]", ["spec.schedulerName is ", "Set spec.schedulerName: volcano",
                                                               "volcano_admission_namespaces"]),
               ("variables.wholeGpu.size() == 0", ["asks for nvidia.com/gpu", "ask for volcano.sh/vgpu-number: 1",
@@ -162,7 +163,7 @@ def test_the_rules_follow_renamed_resources_and_scheduler_names():
     for resource in ("example.com/vgpu", "example.com/vmem", "example.com/vcores"):
         assert '"%s"' % resource in variables["vgpuContainers"]
     assert '"example.com/vpct"' in variables["percentage"] and "volcano.sh" not in variables["percentage"]
-    assert "example.com/vgpu" in variables["numbers"]
+    assert '"example.com/vgpu"' in variables["overNumber"] and "volcano.sh" not in variables["overNumber"]
     assert 'in ["volcano", "volcano-b"]' in policy["spec"]["validations"][5]["expression"]
     assert "example.com/vmem" in warn["spec"]["variables"][0]["expression"]
 

@@ -36,3 +36,25 @@ def test_gang_patch(case, containers, patch, current):
 def test_no_manager_to_find_is_an_error_naming_the_setting():
     with pytest.raises(ValueError, match="device_plugin_kubeflow_container"):
         _kubeflow.gang_patch(deployment({"name": "a"}, {"name": "b"}))
+
+
+def runtime(name, policy=None, namespace=None):
+    meta = dict({"name": name}, **({"namespace": namespace} if namespace else {}))
+    spec = {"mlPolicy": {"numNodes": 2, "torch": {}}}
+    if policy is not None:
+        spec["podGroupPolicy"] = policy
+    return {"apiVersion": _kubeflow.TRAINER_API, "kind": "TrainingRuntime" if namespace else "ClusterTrainingRuntime",
+            "metadata": meta, "spec": spec}
+
+
+@pytest.mark.parametrize("runtimes, want", [
+    ([], {"volcano": [], "other": [], "none": []}),
+    # As Trainer's docs write them: volcano: {} (an empty source still selects the plugin).
+    ([runtime("torch-distributed", {"volcano": {}}), runtime("deepspeed", {"coscheduling": {"scheduleTimeoutSeconds": 30}}),
+      runtime("mlx"), runtime("mine", {"volcano": {"networkTopology": {"mode": "hard"}}}, namespace="team-a")],
+     {"volcano": ["team-a/mine", "torch-distributed"], "other": ["deepspeed (coscheduling)"], "none": ["mlx"]}),
+    # A null source selects nothing.
+    ([runtime("nulled", {"volcano": None})], {"volcano": [], "other": [], "none": ["nulled"]}),
+])
+def test_trainer_runtimes_by_gang_plugin(runtimes, want):
+    assert _kubeflow.trainer_runtimes(runtimes) == want
