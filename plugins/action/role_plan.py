@@ -58,6 +58,11 @@ class ActionModule(ActionBase):
         hostvars = task_vars.get("hostvars") or {}
         context = {"inventory_hosts": list(hostvars.keys()) if hasattr(hostvars, "keys") else [],
                    "host_vars": {name: task_vars.get(name) for name in (_gpu_hosts.VGPU, _gpu_hosts.NODE_NAME)}}
+        facts = task_vars.get("ansible_facts") or {}
+        if facts.get("os_family"):
+            # Where the check runs on a host whose facts are gathered: settings that its OS release cannot satisfy.
+            context["os"] = {"family": facts.get("os_family"), "major": facts.get("distribution_major_version"),
+                             "distribution": facts.get("distribution")}
         if role == "device_plugin":
             context["hosts"] = _gpu_hosts.read(values.get("device_plugin_gpu_hosts") or [], hostvars)
             cluster = self._task.args.get("cluster") or {}

@@ -9,11 +9,13 @@ short_description: Resolve the NVIDIA driver choices of role nvidia_driver
 version_added: 0.1.0
 author: gpufleet maintainers (@gpufleet)
 description:
-  - Validates flavor, branch, version and stream, and returns the resolved flavor, the EL dnf module stream, the
-    Debian package list and the apt pin glob.
+  - Validates flavor, branch, version and stream, and returns the resolved flavor, the EL9 dnf module stream (or, on
+    EL10, which has no module streams, the package list and the dnf versionlock pattern), the Debian package list and
+    the apt pin glob.
 options:
   _input:
-    description: Dict with C(flavor), C(branch), C(version), C(stream), C(os_family) and C(debian_source).
+    description: Dict with C(flavor), C(branch), C(version), C(stream), C(os_family), C(os_major) (the EL release) and
+      C(debian_source).
     type: dict
     required: true
 """
@@ -27,7 +29,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C(errors), C(flavor), C(stream), C(debian_packages), C(pin_glob).
+  description: C(errors), C(flavor), C(stream), C(redhat_packages), C(lock_glob), C(debian_packages), C(pin_glob).
   type: dict
 """
 
@@ -50,6 +52,21 @@ def nvidia_boot_kernel(grubby_default, grub_cfg="", grubenv=""):
     return nd.boot_kernel(grubby_default or "", grub_cfg or "", grubenv or "")
 
 
+def nvidia_kmod_plan(found):
+    """AlmaLinux kmod lockstep from what the node's dnf reported (tasks/packages_kmod.yml)."""
+    available = nd.parse_kmod_query(found.get("available") or "")
+    installed = nd.parse_kmod_query(found.get("installed") or "")
+    kernels_installed = [k.strip() for k in found.get("kernels_installed") or [] if k.strip()]
+    kernels_available = [k.strip() for k in found.get("kernels_available") or [] if k.strip()]
+    plan = nd.kmod_lockstep(available + installed, kernels_installed, kernels_available, found.get("boot_kernel"),
+                            [k.strip() for k in found.get("held_before") or [] if k.strip()])
+    return plan
+
+
+def nvidia_kernel_package_specs(uname_r):
+    return nd.kernel_package_specs(uname_r)
+
+
 class FilterModule:
     """NVIDIA driver filters."""
 
@@ -59,4 +76,6 @@ class FilterModule:
             "nvidia_reboot_decision": nvidia_reboot_decision,
             "nvidia_dkms_version": nvidia_dkms_version,
             "nvidia_boot_kernel": nvidia_boot_kernel,
+            "nvidia_kmod_plan": nvidia_kmod_plan,
+            "nvidia_kernel_package_specs": nvidia_kernel_package_specs,
         }

@@ -111,7 +111,12 @@ def nvidia_driver(options, context):
                                   "branch": options.get("nvidia_driver_branch"),
                                   "version": options.get("nvidia_driver_version"),
                                   "stream": options.get("nvidia_driver_module_stream"),
-                                  "debian_source": options.get("nvidia_driver_debian_source")})
+                                  "debian_source": options.get("nvidia_driver_debian_source"),
+                                  # Known where the check runs on a host after fact gathering (the role's own check).
+                                  "modules": options.get("nvidia_driver_modules"),
+                                  "os_family": (context.get("os") or {}).get("family"),
+                                  "os_major": (context.get("os") or {}).get("major"),
+                                  "distribution": (context.get("os") or {}).get("distribution")})
     errors = list(driver["errors"])
     errors += _waits(options, ("nvidia_driver_reboot_timeout", "nvidia_driver_drain_timeout"))
     kube_host = options.get("nvidia_driver_kube_host") or ""
@@ -128,6 +133,14 @@ def nvidia_driver(options, context):
     errors += _fingerprints("nvidia_driver_cuda_repo_key_fingerprints",
                             options.get("nvidia_driver_cuda_repo_key_fingerprints"), "A4B469963BF863CC",
                             required=False)
+    host_os = context.get("os") or {}
+    if (_nvidia_driver.el_major(host_os.get("family"), host_os.get("major")) >= 10
+            and options.get("nvidia_driver_modules", "dkms") == "dkms"
+            and not options.get("nvidia_driver_cuda_repo_key_fingerprints")):
+        errors.append("nvidia_driver_cuda_repo_key_fingerprints is empty, and gpufleet pins no fingerprint for "
+                      "NVIDIA's EL%s repository key (CDF6BA43.pub, another key than EL9's): check that key out of "
+                      "band (gpg --show-keys CDF6BA43.pub, against NVIDIA's published fingerprint) and set its "
+                      "40-hex-digit fingerprint as a list" % host_os.get("major"))
     return {"errors": errors}
 
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Build the systemd test-host images (Debian 12, Debian 13, EL9-like) with debootstrap + podman import.
+# Build the systemd test-host images (Debian 12, Debian 13, EL9-like, EL10-like) with debootstrap + podman import.
 # Each image carries a label with the hash of its recipe; an image is rebuilt only when the recipe changed.
 #
-# usage: build-images.sh [debian12|debian13|el9 ...]     (default: all)
+# usage: build-images.sh [debian12|debian13|el9|el10 ...]     (default: all)
 # env:   GPUFLEET_CACHE (default /var/cache/gpufleet)     where rootfs tarballs are built
 #        GPUFLEET_DEBIAN_MIRROR                           default: the build host's own apt mirror
 set -euo pipefail
@@ -27,7 +27,8 @@ mirror=${GPUFLEET_DEBIAN_MIRROR:-$(host_mirror)}
 security_mirror=${GPUFLEET_DEBIAN_SECURITY_MIRROR:-${mirror%/debian}/debian-security}
 
 recipe_hash() {  # $1 = image key; the hash covers this script and the image's own recipe files
-  { cat "$here/build-images.sh"; [ "$1" != el9 ] || cat "$here/el9/"*; echo "$1 $mirror"; } | sha256sum | cut -c1-16
+  { cat "$here/build-images.sh"; case "$1" in el9) cat "$here/el9/"* ;; el*) cat "$here/el9/Containerfile" "$here/$1/"* ;; esac
+    echo "$1 $mirror"; } | sha256sum | cut -c1-16
 }
 
 image_is_current() {  # $1 = image ref, $2 = wanted hash
@@ -73,11 +74,14 @@ EOF
   log "built $ref in $((SECONDS - t0)) s"
 }
 
-build_el9() {  # $1 = image ref, $2 = hash
-  local ref=$1 hash=$2 ctx="$work/el9-context" t0=$SECONDS
+# The EL-like images share one Containerfile (el9/); each release has its own os-release, redhat-release and
+# release package (el9/, el10/).
+build_el() {  # $1 = key (el9, el10), $2 = image ref, $3 = hash
+  local key=$1 ref=$2 hash=$3 ctx="$work/$1-context" t0=$SECONDS
   rm -rf "$ctx"; mkdir -p "$ctx/rpmbuild"
-  cp "$here/el9/"* "$ctx/"
-  rpmbuild --quiet --define "_topdir $ctx/rpmbuild" -bb "$here/el9/almalinux-release.spec" >/dev/null
+  cp "$here/$key/"* "$ctx/"
+  [ -f "$ctx/Containerfile" ] || cp "$here/el9/Containerfile" "$ctx/"
+  rpmbuild --quiet --define "_topdir $ctx/rpmbuild" -bb "$here/$key/almalinux-release.spec" >/dev/null
   cp "$ctx"/rpmbuild/RPMS/noarch/*.rpm "$ctx/"
   podman build --quiet --label "io.gpufleet.recipe=$hash" -t "$ref" -f "$ctx/Containerfile" "$ctx" >/dev/null
   rm -rf "$ctx"
@@ -90,11 +94,14 @@ ensure() {  # $1 = key
     debian12) ref=localhost/gpufleet-debian:12 ;;
     debian13) ref=localhost/gpufleet-debian:13 ;;
     el9) ref=localhost/gpufleet-el9:9 ;;
-    *) echo "unknown image '$key' (allowed: debian12 debian13 el9)" >&2; exit 2 ;;
+    el10) ref=localhost/gpufleet-el10:10 ;;
+    *) echo "unknown image '$key' (allowed: debian12 debian13 el9 el10)" >&2; exit 2 ;;
   esac
-  if [ "$key" = el9 ]; then ensure debian12; fi
+  case "$key" in el*) ensure debian12 ;; esac
   hash=$(recipe_hash "$key")
-  [ "$key" = el9 ] && hash="$hash-$(podman image inspect --format '{{ .Id }}' localhost/gpufleet-debian:12 | cut -c1-12)"
+  case "$key" in
+    el*) hash="$hash-$(podman image inspect --format '{{ .Id }}' localhost/gpufleet-debian:12 | cut -c1-12)" ;;
+  esac
   if image_is_current "$ref" "$hash"; then
     log "$ref is current ($hash)"
     return
@@ -102,13 +109,14 @@ ensure() {  # $1 = key
   case "$key" in
     debian12) build_debian bookworm "$ref" "$hash" ;;
     debian13) build_debian trixie "$ref" "$hash" ;;
-    el9) build_el9 "$ref" "$hash" ;;
+    el9|el10) build_el "$key" "$ref" "$hash" ;;
   esac
 }
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(debian12 debian13 el9)
-# The two debootstraps are mostly network/dpkg bound: run them side by side, then EL9 (built on Debian 12).
+[ ${#targets[@]} -gt 0 ] || targets=(debian12 debian13 el9 el10)
+# The two debootstraps are mostly network/dpkg bound: run them side by side, then the EL-like images (built on
+# Debian 12).
 pids=()
 for t in "${targets[@]}"; do
   case "$t" in debian12|debian13) ensure "$t" & pids+=($!) ;; esac

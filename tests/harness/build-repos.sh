@@ -71,7 +71,7 @@ rpm_requires() {  # deb depends -> rpm Requires lines
 
 build_rpm() {  # name version depends files [repo dir] [release] [extra spec lines]
   local name=$1 version=$2 depends=$3 files=$4 dest=${5:-rpm} release=${6:-1} extra=${7:-}
-  local top="$out/build/rpm-$1-$2-$dest" f
+  local top="$out/build/rpm-$1-$2-$release-$dest" f
   mkdir -p "$top/SPECS" "$top/root" "$out/$dest"
   install_files "$top/root" "$files"
   {
@@ -126,6 +126,44 @@ for stream in 570.133.20 565.57.01; do
 done
 python3 "$here/modules_yaml.py" "$out/rpm-cuda" >"$out/build/modules.yaml"
 
+# EL10 driver path. rpm-el10: base-OS stand-ins of an EL10 kernel; rpm-cuda-el10: NVIDIA's EL10 CUDA repository,
+# which has no module streams (a branch is chosen by version and held with dnf versionlock). EPEL's dkms is shared.
+el10_kernel_version=6.12.0 el10_kernel_release=55.9.1.el10_0
+build_rpm epel-release 10 "" "/etc/yum.repos.d/epel.repo=epel.repo" rpm-el10 2.el10_0
+build_rpm kernel-devel "$el10_kernel_version" "" "" rpm-el10 "$el10_kernel_release" \
+  "Provides: kernel-devel-uname-r = $el10_kernel_version-$el10_kernel_release.x86_64"
+build_rpm kernel-headers "$el10_kernel_version" "" "" rpm-el10 "$el10_kernel_release"
+build_rpm dracut 105 "" "/usr/bin/dracut=dracut" rpm-el10 4.el10
+for stream in 570.133.20 565.57.01; do
+  build_rpm kmod-nvidia-open-dkms "$stream" "dkms" "/usr/src/nvidia-$stream/dkms.conf=dkms.conf" rpm-cuda-el10 1.el10 \
+    "Provides: kmod-nvidia = $stream"
+  build_rpm nvidia-driver "$stream" "kmod-nvidia = $stream" "" rpm-cuda-el10 1.el10
+  build_rpm nvidia-driver-cuda "$stream" "nvidia-driver = $stream" "" rpm-cuda-el10 1.el10
+  build_rpm nvidia-persistenced "$stream" "" \
+    "/usr/lib/systemd/system/nvidia-persistenced.service=nvidia-persistenced.service" rpm-cuda-el10 1.el10
+done
+
+# AlmaLinux's kmod path. rpm-el9-kernels: two EL9 kernels (kernel-core stand-ins providing kernel-uname-r);
+# rpm-alma-nvidia-1: AlmaLinux's NVIDIA repository with a precompiled nvidia-open-kmod for the older kernel only;
+# rpm-alma-nvidia-2: the same after AlmaLinux published the build for the newer one. The release package that points
+# a node at the first lives in rpm-el9 (AlmaLinux's Extras on a real node).
+kmod_old=503.40.1.el9_5 kmod_new=570.12.1.el9_6 kmod_driver=580.105.08
+for release in "$kmod_old" "$kmod_new"; do
+  build_rpm kernel-core 5.14.0 "" "" rpm-el9-kernels "$release" "Provides: kernel-uname-r = 5.14.0-$release.x86_64"
+done
+build_rpm almalinux-release-nvidia-driver 9 "" "/etc/yum.repos.d/almalinux-nvidia.repo=almalinux-nvidia.repo" \
+  rpm-el9 1.el9
+for repo in rpm-alma-nvidia-1 rpm-alma-nvidia-2; do
+  build_rpm nvidia-open-kmod "$kmod_driver" "kernel-uname-r = 5.14.0-$kmod_old.x86_64" \
+    "/lib/modules/5.14.0-$kmod_old.x86_64/extra/nvidia.ko.xz=nvidia.ko.xz" "$repo" "1.el9_5"
+  build_rpm nvidia-driver "$kmod_driver" "" "" "$repo" 1.el9
+  build_rpm nvidia-driver-cuda "$kmod_driver" "nvidia-driver = $kmod_driver" "" "$repo" 1.el9
+  build_rpm nvidia-persistenced "$kmod_driver" "" \
+    "/usr/lib/systemd/system/nvidia-persistenced.service=nvidia-persistenced.service" "$repo" 1.el9
+done
+build_rpm nvidia-open-kmod "$kmod_driver" "kernel-uname-r = 5.14.0-$kmod_new.x86_64" \
+  "/lib/modules/5.14.0-$kmod_new.x86_64/extra/nvidia.ko.xz=nvidia.ko.xz" rpm-alma-nvidia-2 "2.el9_6"
+
 # apt: flat repository, signed Release (InRelease + detached Release.gpg).
 (
   cd "$out/deb"
@@ -138,7 +176,8 @@ python3 "$here/modules_yaml.py" "$out/rpm-cuda" >"$out/build/modules.yaml"
 
 # dnf: signed packages and signed metadata. rpmsign warns "Could not set GPG_TTY" once per package when stdin is no
 # terminal (CI, make site); the key has no passphrase, so no pinentry ever needs one.
-for repo in rpm rpm-el9 rpm-epel rpm-cuda; do
+for repo in rpm rpm-el9 rpm-epel rpm-cuda rpm-el10 rpm-cuda-el10 rpm-el9-kernels rpm-alma-nvidia-1 \
+    rpm-alma-nvidia-2; do
   GPG_TTY=/dev/null rpmsign --define "_gpg_name $keyid" --define "_gpg_path $GNUPGHOME" --define "__gpg $(command -v gpg)" \
     --addsign "$out/$repo"/*.rpm >/dev/null
   createrepo_c --quiet "$out/$repo"

@@ -208,6 +208,11 @@ BAD = [
     # cross-field
     ("version off its branch", {"gpu_nodes": {"nvidia_driver_branch": "570", "nvidia_driver_version": "565.57.01"}},
      None, ["nvidia_driver_version 565.57.01 is not on nvidia_driver_branch 570"]),
+    # AlmaLinux's kmod is one branch in step with the kernel: a pinned branch is refused before any host is contacted.
+    ("kmod with a pinned branch", {"gpu_nodes": {"nvidia_driver_modules": "kmod", "nvidia_driver_branch": "570"}},
+     None, ["nvidia_driver_branch is set, but nvidia_driver_modules: kmod", "nvidia_driver_modules: dkms"]),
+    ("kmod of an unknown kind", {"gpu_nodes": {"nvidia_driver_modules": "akmod"}}, None,
+     ["nvidia_driver_modules", "akmod", "dkms", "kmod"]),
     ("reboot a Kubernetes node undrained", {"gpu_nodes": {"nvidia_driver_kube_drain": False}}, None,
      ["nvidia_driver_kube_drain is false on a Kubernetes node", "nvidia_driver_reboot_undrained"]),
     ("drain host not in the inventory", {"gpu_nodes": {"nvidia_driver_kube_host": "master9"}}, None,

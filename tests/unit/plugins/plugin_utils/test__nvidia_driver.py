@@ -204,3 +204,130 @@ BOOT_KERNELS = [
 @pytest.mark.parametrize(("case", "sources", "kernel"), BOOT_KERNELS, ids=[b[0] for b in BOOT_KERNELS])
 def test_boot_kernel(case, sources, kernel):
     assert nd.boot_kernel(**sources) == kernel, case
+
+
+@pytest.mark.parametrize(("family", "major", "branch", "version", "stream", "packages", "lock"), [
+    # EL9: the module stream selects the branch
+    ("RedHat", "9", "565", "", "565-open", [], ""),
+    ("RedHat", "9.6", "", "", "open-dkms", [], ""),
+    # EL10: no streams; the compute packages, held by NVIDIA's versionlock pattern when a branch or version is set
+    ("RedHat", "10", "", "", "", list(nd.REDHAT_COMPUTE_PACKAGES), ""),
+    ("RedHat", "10", "565", "", "", list(nd.REDHAT_COMPUTE_PACKAGES), "*nvidia*565*"),
+    ("RedHat", "10", "565", "565.57.01", "", list(nd.REDHAT_COMPUTE_PACKAGES), "*nvidia*565.57.01*"),
+    # an unknown release is treated as EL9 (module streams), as before EL10 was known
+    ("RedHat", "", "", "", "open-dkms", [], ""),
+    ("Debian", "13", "", "", "open-dkms", [], ""),
+])
+def test_el_release_selects_streams_or_versionlock(family, major, branch, version, stream, packages, lock):
+    planned = nd.plan({"flavor": "open", "branch": branch, "version": version, "os_family": family,
+                       "os_major": major, "debian_source": "cuda"})
+    assert planned["errors"] == []
+    assert (planned["stream"], planned["redhat_packages"], planned["lock_glob"]) == (stream, packages, lock)
+
+
+def test_el_major():
+    assert [nd.el_major("RedHat", v) for v in ("9", "10", "10.0", "", None, "n/a")] == [9, 10, 10, 0, 0, 0]
+    assert nd.el_major("Debian", "12") == 0
+
+
+# ------------------------------------------------------------- AlmaLinux's kmod
+
+K503, K570, K611 = "5.14.0-503.40.1.el9_5.x86_64", "5.14.0-570.12.1.el9_6.x86_64", "5.14.0-611.5.1.el9_7.x86_64"
+
+
+def query(*builds):
+    """dnf repoquery output for kmod builds [(evr, kernel, how)], in the queryformat packages_kmod.yml uses."""
+    lines = []
+    for evr, kernel, how in builds:
+        lines.append("@@nvidia-open-kmod %s %s" % (evr.split("-")[0], evr))
+        lines += ["nvidia-kmod-common = %s" % evr.split("-")[0], "/bin/sh"]
+        if how == "requires":
+            lines.append("kernel-uname-r = %s" % kernel)
+        elif how == "core":
+            lines.append("kernel-core-uname-r = %s" % kernel)
+        elif how == "files":
+            lines.append("/lib/modules/%s/extra/nvidia.ko.xz" % kernel)
+    return "\n".join(lines) + "\n"
+
+
+def test_parse_kmod_query_reads_the_kernel_however_a_build_names_it():
+    text = query(("580.105.08-1.el9_5", K503, "requires"), ("580.105.08-2.el9_6", K570, "core"),
+                 ("580.105.08-3.el9_7", K611, "files"), ("580.95.05-1.el9_5", None, "none"))
+    builds = nd.parse_kmod_query(text)
+    assert [(b["evr"], b["kernel"]) for b in builds] == [
+        ("580.105.08-1.el9_5", K503), ("580.105.08-2.el9_6", K570), ("580.105.08-3.el9_7", K611),
+        ("580.95.05-1.el9_5", None)]
+    assert builds[0]["version"] == "580.105.08" and nd.parse_kmod_query("") == []
+
+
+@pytest.mark.parametrize(("case", "builds", "installed", "available", "boot", "held_before", "want"), [
+    ("a build for the newest kernel: nothing held",
+     [("580.105.08-1", K503), ("580.105.08-2", K570)], [K503], [K503, K570], K503, [],
+     {"target": K570, "evr": "580.105.08-2", "held": [], "release": [], "set_default": None}),
+    ("a newer kernel without a build is held; the node stays where its build is",
+     [("580.105.08-1", K503)], [K503], [K503, K570], K503, [],
+     {"target": K503, "evr": "580.105.08-1", "held": [K570], "release": [], "set_default": None}),
+    ("the build arrives: released, and the newer kernel is the target",
+     [("580.105.08-1", K503), ("580.105.08-2", K570)], [K503], [K503, K570], K503, [K570],
+     {"target": K570, "evr": "580.105.08-2", "held": [], "release": [K570], "set_default": None}),
+    ("a kernel installed by hand before its build boots next: the one with a build is made default",
+     [("580.105.08-1", K503)], [K503, K570], [K503, K570], K570, [],
+     {"target": K503, "evr": "580.105.08-1", "held": [], "release": [], "set_default": K503}),
+    ("two builds for one kernel: the newer one",
+     [("580.95.05-1", K503), ("580.105.08-1", K503)], [K503], [K503], K503, [],
+     {"target": K503, "evr": "580.105.08-1", "held": [], "release": [], "set_default": None}),
+    ("in a container nothing boots: no default to set",
+     [("580.105.08-1", K503)], [], [K503, K570], None, [],
+     {"target": K503, "evr": "580.105.08-1", "held": [K570], "release": [], "set_default": None}),
+    ("an older kernel without a build is left alone",
+     [("580.105.08-2", K570)], [K503, K570], [K570], K570, [],
+     {"target": K570, "evr": "580.105.08-2", "held": [], "release": [], "set_default": None}),
+])
+def test_kmod_lockstep(case, builds, installed, available, boot, held_before, want):
+    parsed = [{"name": "nvidia-open-kmod", "version": evr.split("-")[0], "evr": evr, "kernel": kernel}
+              for evr, kernel in builds]
+    got = nd.kmod_lockstep(parsed, installed, available, boot, held_before)
+    assert got["errors"] == [], case
+    assert {"target": got["target"], "evr": got["build"]["evr"], "held": got["held"], "release": got["release"],
+            "set_default": got["set_default"]} == want, case
+
+
+def test_kmod_lockstep_without_any_matching_build_names_both_sides():
+    parsed = nd.parse_kmod_query(query(("580.105.08-1.el9_5", K503, "requires")))
+    got = nd.kmod_lockstep(parsed, [K570], [K570], K570)
+    assert got["target"] is None and len(got["errors"]) == 1
+    assert ("no nvidia-open-kmod build matches an installed or available kernel: the repository has builds for %s; "
+            "the kernels are %s" % (K503, K570)) in got["errors"][0]
+    assert "nvidia_driver_modules: dkms" in got["errors"][0]
+
+
+def test_kernel_package_specs_and_order():
+    specs = nd.kernel_package_specs(K570)
+    assert specs[0] == "kernel-0:5.14.0-570.12.1.el9_6.*" and len(specs) == len(nd.KERNEL_PACKAGES)
+    assert sorted([K611, K503, "5.14.0-503.9.1.el9_5.x86_64", K570], key=nd._kernel_key) == [
+        "5.14.0-503.9.1.el9_5.x86_64", K503, K570, K611]
+
+
+@pytest.mark.parametrize(("changes", "facts", "fragment"), [
+    ({"flavor": "proprietary"}, {}, "nvidia_driver_flavor is 'proprietary', but nvidia_driver_modules: kmod"),
+    ({"branch": "580"}, {}, "nvidia_driver_branch is set, but nvidia_driver_modules: kmod"),
+    ({"branch": "580", "version": "580.105.08"}, {},
+     "nvidia_driver_branch and nvidia_driver_version are set, but nvidia_driver_modules: kmod"),
+    ({"stream": "open-dkms"}, {}, "nvidia_driver_module_stream is set"),
+    ({}, {"os_family": "RedHat", "distribution": "Rocky"}, "only AlmaLinux provides (its signed nvidia-open-kmod), "
+                                                           "but this node runs Rocky"),
+    ({}, {"os_family": "Debian", "distribution": "Debian"}, "but this node runs Debian"),
+    ({"modules": "akmod"}, {}, "nvidia_driver_modules must be one of dkms/kmod, got 'akmod'"),
+])
+def test_kmod_refusals(changes, facts, fragment):
+    choice = dict({"flavor": "auto", "modules": "kmod"}, **changes, **facts)
+    errors = nd.plan(choice)["errors"]
+    assert len(errors) == 1 and fragment in errors[0], errors
+
+
+def test_kmod_on_almalinux_plans_packages_and_no_stream():
+    for major in ("9", "10"):
+        planned = nd.plan({"flavor": "auto", "modules": "kmod", "os_family": "RedHat", "os_major": major,
+                           "distribution": "AlmaLinux"})
+        assert planned["errors"] == [] and planned["stream"] == "" and planned["lock_glob"] == ""
+        assert planned["redhat_packages"] == ["nvidia-driver", "nvidia-driver-cuda", "nvidia-persistenced"]

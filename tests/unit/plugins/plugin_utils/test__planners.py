@@ -160,3 +160,27 @@ def test_volcano_reports_the_schedulers_tag_for_the_version_check():
 def test_an_unknown_role_has_no_planner():
     with pytest.raises(ValueError, match="no planner for role 'kubelet'"):
         _planners.plan("kubelet", {})
+
+
+# Where the check runs with a node's facts (the site's decision play, the role's own check): what its EL release
+# cannot honour. Without facts (the preflight before contact) the same settings pass.
+EL10 = {"family": "RedHat", "major": "10"}
+EL10_PIN = {"nvidia_driver_cuda_repo_key_fingerprints": ["A" * 40]}
+
+
+@pytest.mark.parametrize("changes, needle", [
+    ({"nvidia_driver_module_stream": "565-open", **EL10_PIN},
+     "nvidia_driver_module_stream is '565-open', but EL10 has no dnf module streams"),
+    ({"nvidia_driver_flavor": "proprietary", **EL10_PIN},
+     "nvidia_driver_flavor is 'proprietary', which gpufleet does not install on EL10"),
+    ({}, "nvidia_driver_cuda_repo_key_fingerprints is empty, and gpufleet pins no fingerprint for NVIDIA's EL10"),
+])
+def test_el10_refusals_name_the_variable(changes, needle):
+    errors = plan("nvidia_driver", context(os=EL10), **changes)["errors"]
+    assert [e for e in errors if needle in e] and len(errors) == 1, errors
+    assert plan("nvidia_driver", context(), **changes)["errors"] == []
+    assert plan("nvidia_driver", context(os={"family": "RedHat", "major": "9"}), **changes)["errors"] == []
+
+
+def test_el10_with_a_pinned_key_and_a_branch_passes():
+    assert plan("nvidia_driver", context(os=EL10), nvidia_driver_branch="565", **EL10_PIN)["errors"] == []
