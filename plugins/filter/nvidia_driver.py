@@ -14,8 +14,8 @@ description:
     the apt pin glob.
 options:
   _input:
-    description: Dict with C(flavor), C(branch), C(version), C(stream), C(os_family), C(os_major) (the EL release) and
-      C(debian_source).
+    description: Dict with C(flavor), C(branch), C(version), C(stream), C(modules), C(os_family), C(os_major) (the EL
+      release), C(distribution) and C(debian_source).
     type: dict
     required: true
 """
@@ -29,7 +29,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C(errors), C(flavor), C(stream), C(redhat_packages), C(lock_glob), C(debian_packages), C(pin_glob).
+  description: C(errors), C(flavor), C(modules), C(stream), C(redhat_packages), C(lock_glob), C(hold_prefix),
+    C(debian_packages), C(pin_glob).
   type: dict
 """
 
@@ -52,15 +53,15 @@ def nvidia_boot_kernel(grubby_default, grub_cfg="", grubenv=""):
     return nd.boot_kernel(grubby_default or "", grub_cfg or "", grubenv or "")
 
 
+def _lines(values):
+    return [value.strip() for value in values or [] if value.strip()]
+
+
 def nvidia_kmod_plan(found):
     """AlmaLinux kmod lockstep from what the node's dnf reported (tasks/packages_kmod.yml)."""
-    available = nd.parse_kmod_query(found.get("available") or "")
-    installed = nd.parse_kmod_query(found.get("installed") or "")
-    kernels_installed = [k.strip() for k in found.get("kernels_installed") or [] if k.strip()]
-    kernels_available = [k.strip() for k in found.get("kernels_available") or [] if k.strip()]
-    plan = nd.kmod_lockstep(available + installed, kernels_installed, kernels_available, found.get("boot_kernel"),
-                            [k.strip() for k in found.get("held_before") or [] if k.strip()])
-    return plan
+    builds = nd.parse_kmod_query(found.get("available") or "") + nd.parse_kmod_query(found.get("installed") or "")
+    return nd.kmod_lockstep(builds, _lines(found.get("kernels_installed")), _lines(found.get("kernels_available")),
+                            found.get("boot_kernel"), _lines(found.get("held_before")))
 
 
 def nvidia_kernel_package_specs(uname_r):

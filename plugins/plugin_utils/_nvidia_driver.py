@@ -320,6 +320,8 @@ def plan(choice):
               "stream": redhat_stream(resolved, branch, stream) if streams else "",
               "redhat_packages": [] if streams else packages,
               "lock_glob": "" if streams else redhat_lock_glob(branch, version),
+              # What an installed version on the held branch (or the held version) starts with.
+              "hold_prefix": "" if streams else version or (branch + "." if branch else ""),
               "pin_glob": pin_glob(branch, version), "debian_packages": []}
     if choice.get("os_family") == "Debian":
         result["debian_packages"] = debian_packages(source, resolved, branch, version)
@@ -409,7 +411,8 @@ KERNEL_PACKAGES = ("kernel", "kernel-core", "kernel-modules", "kernel-modules-co
 
 
 def kernel_package_specs(uname_r):
-    """dnf versionlock specs of one kernel release's packages (any epoch, any arch), to hold or release it.
+    """dnf versionlock specs of one kernel release's packages (epoch 0, as EL kernels have; any arch), to hold or
+    release it.
 
     >>> kernel_package_specs("5.14.0-570.12.1.el9_6.x86_64")[1]
     'kernel-core-0:5.14.0-570.12.1.el9_6.*'

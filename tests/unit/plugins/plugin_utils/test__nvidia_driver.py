@@ -223,6 +223,8 @@ def test_el_release_selects_streams_or_versionlock(family, major, branch, versio
                        "os_major": major, "debian_source": "cuda"})
     assert planned["errors"] == []
     assert (planned["stream"], planned["redhat_packages"], planned["lock_glob"]) == (stream, packages, lock)
+    # what an installed version on the held branch starts with (565.x.y is on 565, 5650.x is not)
+    assert planned["hold_prefix"] == (version or (branch + "." if branch else "") if not stream else "")
 
 
 def test_el_major():
