@@ -41,7 +41,7 @@ def main(argv=None):
     parser.add_argument("--only", default="b1,b2,b3")
     parser.add_argument("--out", default=str(common.ROOT / "docs" / "benchmarks"))
     parser.add_argument("--b1-sizes", type=sizes, default=(1, 4, 8, 16))
-    parser.add_argument("--b1-repeats", type=int, default=3, help="fresh-host runs of each size (medians reported)")
+    parser.add_argument("--b1-repeats", type=int, default=3, help="rounds of baselines and rerun per size, on its converged hosts (medians reported)")
     parser.add_argument("--b2-splits", type=sizes, default=(2, 4))
     parser.add_argument("--b2-seeds", type=sizes, default=(0, 1, 2, 3, 4), help="trace seeds per split")
     parser.add_argument("--b2-repeats", type=int, default=2, help="runs of each trace under each configuration")

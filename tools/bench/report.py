@@ -90,7 +90,7 @@ def _batches(figures):
 
 
 def _b1_empty():
-    return {"b1": "_not run_", "b1_goal": "B1 was not run.", "b1_profile": "", "b1_repeats": "not",
+    return {"b1": "_not run_", "b1_goal": "B1 was not run.", "b1_profile": "", "b1_repeats": "not run",
             "b1_facts": "", "b1_idempotent": "", "b1_disrupt": ""}
 
 
@@ -139,7 +139,7 @@ def b1(data):
          "rerun / (facts + NVML)", "rerun / rerun(1)", "rerun changed (max)", "containerd restarts (max)",
          "rerun batches"],
         [[hosts, len(rows), _spread([r["facts_s"] for r in rows]), _spread([r.get("facts_nvml_s") for r in rows]),
-          _spread([r["first_s"] for r in rows]), _spread([r["rerun_fast"]["seconds"] for r in rows]),
+          _spread([r.get("first_s") for r in rows]), _spread([r["rerun_fast"]["seconds"] for r in rows]),
           _spread([r["rerun_fast"].get("ratio_to_facts_nvml") for r in rows], "%.2f"),
           "%.2f" % (_median([r["rerun_fast"]["seconds"] for r in rows])
                     / _median([r["rerun_fast"]["seconds"] for r in groups[0][1]])) if groups[0][0] == 1 else "-",
@@ -156,15 +156,15 @@ def b1(data):
     manual = _table(
         ["hosts", "approach", "first run (s)", "rerun (s)", "containerd restarts on rerun (max)",
          "config files rewritten on rerun (max)"],
-        [row for hosts, rows in groups for row in (
-            [hosts, "gpufleet site.yml --tags nodes", _spread([r["first_s"] for r in rows]),
+        [row for hosts, rows in groups for replays in ([r["manual"] for r in rows if "manual" in r],) for row in (
+            [hosts, "gpufleet site.yml --tags nodes", _spread([r.get("first_s") for r in rows]),
              _spread([r["rerun_fast"]["seconds"] for r in rows]),
              max(r["rerun_fast"]["containerd_restarts"] for r in rows),
              max(r["rerun_fast"]["config_rewrites"] for r in rows)],
-            [hosts, "manual script", _spread([r["manual"]["first_s"] for r in rows]),
-             _spread([r["manual"]["rerun_s"] for r in rows]),
-             max(r["manual"]["containerd_restarts"] for r in rows),
-             max(r["manual"]["config_rewrites"] for r in rows)])])
+            [hosts, "manual script", _spread([m["first_s"] for m in replays]),
+             _spread([m["rerun_s"] for m in replays]),
+             max((m["containerd_restarts"] for m in replays), default="-"),
+             max((m["config_rewrites"] for m in replays), default="-")])])
     medians = {hosts: {"rerun": _median([r["rerun_fast"]["seconds"] for r in rows]),
                        "facts_nvml": _median([r.get("facts_nvml_s") for r in rows])} for hosts, rows in groups}
     disrupted = [r["rerun_disrupt"] for hosts, rows in groups for r in rows if "rerun_disrupt" in r]
@@ -194,7 +194,13 @@ def b1(data):
              "`facts` is `ansible -m setup` on the same hosts before the first run (this run's JSON predates the "
              "baseline with the local fact).")
     repeats = data.get("repeats", 1)
-    return {"b1_facts": facts, "b1_repeats": "once" if repeats == 1 else "%d times" % repeats,
+    if data.get("fresh_hosts_per_size") == 1:
+        # One set of fresh hosts per size: the first run and the manual replay once, the rest `repeats` times.
+        how = ("on one set of fresh hosts per size: the first run and the manual replay once, the baselines and the "
+               "rerun %s on the same converged hosts" % ("once" if repeats == 1 else "%d times" % repeats))
+    else:
+        how = "each size %s on fresh hosts" % ("once" if repeats == 1 else "%d times" % repeats)
+    return {"b1_facts": facts, "b1_repeats": how,
             "b1": "%s\n\nThe same rerun with every task run (the fast path off):\n\n%s\n\nThe article's manual "
                   "steps as a shell script (fresh hosts of the same image, all at once):\n\n%s" % (
                       main, every_table, manual),
@@ -242,7 +248,7 @@ def _pending(rows, key):
 def b2(data):
     if not data:
         return {"b2": "_not run_", "b2_goal": "B2 was not run.", "b2_claims": "", "b2_solver": "",
-                "b2_runs": "_not run_", "b2_seeds": "", "b2_online": ""}
+                "b2_runs": "_not run_", "b2_seeds": "", "b2_online": "", "b2_settle": "-"}
     rows = sorted(data["runs"], key=lambda r: (r["split"], r.get("seed", 0), r.get("repeat", 0), r["config"]))
     runs = _table(
         ["split", "seed", "repeat", "configuration", "jobs (gangs)", "pods bound", "placed / optimum",
@@ -313,7 +319,7 @@ def b2(data):
             "b2_claims": "\n".join(claims) or "- no comparison: one configuration only.", "b2_solver": solver_text,
             "b2_seeds": "Per trace (seed): the optimum, and each configuration's placed / optimum, median of its "
                         "repeats (min-max):\n\n%s" % seeds,
-            "b2_runs": runs, "b2_online": b2_online(rows, bounds)}
+            "b2_runs": runs, "b2_online": b2_online(rows, bounds), "b2_settle": "%d s" % data.get("settle_s", 30)}
 
 
 def b2_online(rows, bounds):

@@ -214,7 +214,32 @@ def test_b1_reports_the_medians_the_goals_and_the_rolling_part():
     assert "The 20 slowest of the 30 tasks of the median rerun on 4 hosts (8.0 s wall" in values["b1_profile"]
     assert "host results: 120 ok, 0 changed, 0 skipped, 0 failed" in values["b1_profile"]
     assert values["b1_profile"].count("| GPU nodes the run does not disrupt |") == 20
-    assert values["b1_repeats"] == "3 times" and "after the first run" in values["b1_facts"]
+    assert values["b1_repeats"] == "each size 3 times on fresh hosts" and "after the first run" in values["b1_facts"]
+
+
+def test_b1_with_one_set_of_hosts_per_size_reads_the_first_run_and_the_replay_from_its_first_row():
+    # As b1_hosts.one_size writes them: the first run and the manual replay in the first row only, the rerun with
+    # every task and the disrupted rerun in the last.
+    runs = []
+    for hosts, reruns in ((1, (6.0, 4.0, 5.0)), (4, (7.0, 8.0, 9.0))):
+        for repeat, rerun in enumerate(reruns):
+            row = b1_row(hosts, repeat, rerun, 4.0, disrupt=hosts == 4 and repeat == 2)
+            if repeat:
+                del row["first_s"], row["manual"]
+            else:
+                row["first_s"] = 10.0 * hosts
+                row["manual"]["first_s"] = hosts
+            if repeat != 2:
+                row.pop("rerun_every_task", None)
+            runs.append(row)
+    data = {"runs": runs, "repeats": 3, "fresh_hosts_per_size": 1, "machine": MACHINE, "facts_after_first_run": True}
+    values = report.b1(data)
+    assert "| 4 | 3 | 2.0 | 4.0 | 40.0 | 8.0 (7.0-9.0) | 2.00 (1.75-2.25) | 1.60 |" in values["b1"], values["b1"]
+    assert "| 4 | manual script | 4.0 | 1.0 | 1 | 2 |" in values["b1"]
+    assert "| 1 | 1 | 25.0 | 0 | 0 | all at once: -; rolling: 1 |" in values["b1"]
+    assert "| 4 | 2 | 1 | 9.0 | 2 | 4 | all at once: 2; rolling: 1, 1 |" in values["b1_disrupt"]
+    assert values["b1_repeats"] == ("on one set of fresh hosts per size: the first run and the manual replay once, "
+                                    "the baselines and the rerun 3 times on the same converged hosts")
 
 
 @pytest.mark.parametrize("medians, expected", [
