@@ -65,6 +65,7 @@ class ActionModule(ActionBase):
                              "distribution": facts.get("distribution")}
         if role == "device_plugin":
             context["hosts"] = _gpu_hosts.read(values.get("device_plugin_gpu_hosts") or [], hostvars)
+            context["runtime"] = _gpu_hosts.runtime_mode(values.get("device_plugin_gpu_hosts") or [], hostvars)
             cluster = self._task.args.get("cluster") or {}
             context["nodes"] = cluster.get("nodes") or []
             # The factor the registrations were made under: the cluster's device ConfigMap as read, or the one

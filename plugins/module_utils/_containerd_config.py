@@ -31,6 +31,12 @@ CRI_RUNTIME_PLUGIN = {
     3: "io.containerd.cri.v1.runtime",  # containerd 2.x
 }
 RUNC_V2_SHIM = "io.containerd.runc.v2"
+# Where NVIDIA's toolkit and the device plugin write CDI specs that come and go with the node's state (the spec of
+# the driver's GPUs, the plugin's per-allocation specs); containerd must scan it (its default cdi_spec_dirs do).
+CDI_SPEC_DIR = "/var/run/cdi"
+# The first containerd that reads CDI devices from the CRI field kubelet fills in from a device plugin's Allocate
+# response (ContainerConfig.CDIDevices, containerd/containerd#8519 on release/1.7); 1.6 has no CDI in its CRI.
+CDI_MINIMUM = (1, 7, 2)
 
 
 class ConfigError(ValueError):
@@ -50,6 +56,21 @@ def config_version_for(containerd_version):
     if major < 1 or (major == 1 and int(match.group(2)) < 6):
         raise ConfigError("containerd %s is too old; 1.6 or newer is required" % containerd_version)
     return 3 if major >= 2 else 2
+
+
+def cdi_support_problem(containerd_version):
+    """Why this containerd cannot run the device plugin's CDI mode, or None.
+
+    >>> cdi_support_problem("1.6.20~ds1")
+    'containerd 1.6.20~ds1 cannot inject CDI devices from the CRI (1.7.2 or newer is needed)'
+    >>> cdi_support_problem("2.1.4") is None
+    True
+    """
+    numbers = tuple(int(part) for part in re.findall(r"\d+", containerd_version or "")[:3])
+    if len(numbers) == 3 and numbers >= CDI_MINIMUM:
+        return None
+    return "containerd %s cannot inject CDI devices from the CRI (%s or newer is needed)" % (
+        containerd_version, ".".join(str(part) for part in CDI_MINIMUM))
 
 
 def parse_containerd_version(output):
@@ -248,10 +269,21 @@ def _glob(pattern):
     return globmod.glob(pattern)
 
 
+def _same_dir(one, other):
+    # /var/run is a link to /run on every systemd distribution: a spec dir named either way is the same folder.
+    def canonical(path):
+        path = os.path.normpath(str(path))
+        return "/run" + path[len("/var/run"):] if path == "/var/run" or path.startswith("/var/run/") else path
+    return canonical(one) == canonical(other)
+
+
 def effective_problems(dump, runtime_name="nvidia", binary_name="/usr/bin/nvidia-container-runtime",
-                       set_as_default=True):
+                       set_as_default=True, enable_cdi=None):
     """What is wrong with containerd's effective configuration (``containerd config dump``: the file with its
-    imports and drop-ins merged) for the wanted runtime; empty when containerd will do what was asked."""
+    imports and drop-ins merged) for the wanted runtime; empty when containerd will do what was asked.
+
+    With ``enable_cdi`` true and ``set_as_default`` false (CDI mode) the runtime must not be the default either (a
+    drop-in that makes it so hands the GPUs to every container), and containerd must scan ``CDI_SPEC_DIR``."""
     try:
         doc = tomlkit.parse(dump or "")
     except TOMLKitError as exc:
@@ -265,6 +297,16 @@ def effective_problems(dump, runtime_name="nvidia", binary_name="/usr/bin/nvidia
     default = ctr.get("default_runtime_name")
     if set_as_default and default != runtime_name:
         problems.append("the effective default_runtime_name is %r, not %r" % (default, runtime_name))
+    elif enable_cdi and not set_as_default and default == runtime_name:
+        problems.append("the effective default_runtime_name is %r, which would give every container the GPUs in CDI "
+                        "mode" % runtime_name)
+    if enable_cdi:
+        if cri.get("enable_cdi") is not True:
+            problems.append("the effective enable_cdi is %r, not true" % (cri.get("enable_cdi"),))
+        dirs = [str(path) for path in cri.get("cdi_spec_dirs") or []]
+        if not any(_same_dir(path, CDI_SPEC_DIR) for path in dirs):
+            problems.append("the effective cdi_spec_dirs (%s) leave out %s, where the CDI specs are written"
+                            % (", ".join(dirs) or "none", CDI_SPEC_DIR))
     runtime = (ctr.get("runtimes") or {}).get(runtime_name)
     if runtime is None:
         problems.append("the effective configuration has no runtime %r" % runtime_name)

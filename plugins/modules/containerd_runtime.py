@@ -57,7 +57,13 @@ options:
     type: bool
     default: true
   enable_cdi:
-    description: Set the CRI plugin's C(enable_cdi). Omitted leaves the file's value.
+    description:
+      - Set the CRI plugin's C(enable_cdi). Omitted leaves the file's value.
+      - With V(true) the effective configuration must also scan C(/var/run/cdi) (C(cdi_spec_dirs); containerd's
+        default does), and containerd must be 1.7.2 or newer, the first to read CDI devices from the CRI field
+        kubelet fills in from a device plugin; older ones are refused before anything is written.
+      - With V(true) and O(set_as_default=false) (CDI mode), an effective configuration where O(runtime_name) is
+        still the default, through a drop-in, is refused.
     type: bool
   inherit_from:
     description: Runtime whose settings and options the managed runtime copies.
@@ -186,7 +192,8 @@ def _validate(module, binary, text, directory, path, imports):
         # The candidate itself is not returned: config.toml may hold registry credentials.
         module.fail_json(msg="containerd rejected the new configuration, the live file is unchanged: %s"
                              % (err or out).strip())
-    problems = cc.effective_problems(out, params["runtime_name"], params["binary_name"], params["set_as_default"])
+    problems = cc.effective_problems(out, params["runtime_name"], params["binary_name"], params["set_as_default"],
+                                     params["enable_cdi"])
     if problems:
         module.fail_json(msg="%s: %s%s; the live file is unchanged" % (
             path, "; ".join(problems),
@@ -222,6 +229,11 @@ def main():
     try:
         containerd_version = cc.parse_containerd_version(_run(module, [binary, "--version"], "containerd --version"))
         cc.config_version_for(containerd_version)
+        if params["enable_cdi"]:
+            problem = cc.cdi_support_problem(containerd_version)
+            if problem:
+                module.fail_json(msg="%s: enable_cdi: %s; the live file is unchanged" % (path, problem),
+                                 containerd_version=containerd_version)
         before = _read(path)
         generated = cc.generated_by(before)
         if generated:

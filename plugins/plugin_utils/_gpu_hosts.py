@@ -19,6 +19,9 @@ MEASURED_GPUS = "gpu_verify_inventory"
 EXPECTED_COUNT = "gpu_verify_expected_count"
 EXPECTED_MEMORY = "gpu_verify_min_memory_mib"
 EXPECTED_MODEL = "gpu_verify_model_pattern"
+# How the node's containerd hands GPUs to containers (role container_runtime): CDI mode, and the runtime's name.
+CDI_MODE = "container_runtime_cdi"
+RUNTIME_NAME = "container_runtime_runtime_name"
 
 
 class InventoryError(ValueError):
@@ -151,3 +154,38 @@ def vgpu_mode(hostvars):
     vgpu = (hostvars or {}).get(VGPU)
     mode = vgpu.get("mode") if isinstance(vgpu, dict) else None
     return mode or "hami-core"
+
+
+def _flag(value, variable, host):
+    # INI inventories give strings; YAML gives booleans.
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "1", "false", "no", "off", "0"):
+        return value.strip().lower() in ("true", "yes", "on", "1")
+    raise InventoryError("%s is %r for %s: allowed true or false" % (variable, value, host))
+
+
+def runtime_mode(hosts, hostvars):
+    """{"cdi": bool, "runtime": name, "error": str or None}: how the GPU hosts' containerd hands out the GPUs, which
+    the plugin's one DaemonSet must match on every host - CDI mode on all of them or on none, and in CDI mode one
+    runtime name (the RuntimeClass's handler)."""
+    modes, names, errors = {}, {}, []
+    for host in hosts or []:
+        hv = hostvars.get(host) or {}
+        try:
+            modes[host] = _flag(hv.get(CDI_MODE, False), CDI_MODE, host)
+        except InventoryError as exc:
+            errors.append(str(exc))
+        names[host] = hv.get(RUNTIME_NAME) or "nvidia"
+    on = sorted(host for host, cdi in modes.items() if cdi)
+    off = sorted(host for host, cdi in modes.items() if not cdi)
+    if on and off:
+        errors.append("%s is true for %s but not for %s: the vGPU device plugin runs one DaemonSet on every GPU node, "
+                      "in CDI mode or not; set it for all of device_plugin_gpu_hosts or for none"
+                      % (CDI_MODE, ", ".join(on), ", ".join(off)))
+    runtimes = sorted(set(names[host] for host in on))
+    if len(runtimes) > 1:
+        errors.append("%s differs between the GPU hosts in CDI mode (%s): the plugin's RuntimeClass names one handler"
+                      % (RUNTIME_NAME, ", ".join(runtimes)))
+    return {"cdi": bool(on) and not off, "runtime": runtimes[0] if runtimes else "nvidia",
+            "error": "; ".join(errors) or None}

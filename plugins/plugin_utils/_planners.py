@@ -160,7 +160,31 @@ def container_runtime(options, context):
     if options.get("container_runtime_manage_repo"):
         errors += _fingerprints("container_runtime_repo_key_fingerprints",
                                 options.get("container_runtime_repo_key_fingerprints"), "DDCAE044F796ECB0")
-    return {"errors": errors}
+    return {"errors": errors + _cdi_mode(options)}
+
+
+# The folders containerd scans for CDI specs by default (cdi_spec_dirs); /run is /var/run.
+CDI_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi", "/run/cdi")
+
+
+def _cdi_mode(options):
+    """CDI mode's own rules: nvidia non-default, containerd reading CDI specs, a spec file containerd finds."""
+    if not options.get("container_runtime_cdi"):
+        return []
+    errors = []
+    if options.get("container_runtime_set_as_default") is True:
+        errors.append("container_runtime_set_as_default is True with container_runtime_cdi: true: in CDI mode the "
+                      "nvidia runtime must not be containerd's default (every container would see the GPUs); "
+                      "allowed: null (the default) or false")
+    if options.get("container_runtime_enable_cdi") is False:
+        errors.append("container_runtime_enable_cdi is False with container_runtime_cdi: true: CDI mode needs "
+                      "containerd to read CDI specs; allowed: null (the default) or true")
+    spec = options.get("container_runtime_cdi_spec")
+    folder, dummy, name = (spec or "").rpartition("/")
+    if folder.rstrip("/") not in CDI_SPEC_DIRS or not name.endswith((".yaml", ".json")) or name in (".yaml", ".json"):
+        errors.append("container_runtime_cdi_spec is %r: it must be a .yaml or .json file directly in %s, the "
+                      "folders containerd scans" % (spec, ", ".join(CDI_SPEC_DIRS)))
+    return errors
 
 
 def gpu_verify(options, context):
@@ -281,6 +305,14 @@ def device_plugin(options, context):
                                  "version": options.get("device_plugin_version"),
                                  "node_label": options.get("device_plugin_node_label")}, sized)
     errors += planned["errors"]
+    runtime = context.get("runtime") or {"cdi": False, "runtime": "nvidia", "error": None}
+    if runtime.get("error"):
+        errors.append(runtime["error"])
+    version = _vgpu_plugin.image_version("x:%s" % (options.get("device_plugin_version") or ""))
+    if runtime["cdi"] and version is not None and version < _vgpu_plugin.CDI_VERSION:
+        errors.append("device_plugin_version %s has no CDI variant, which the GPU hosts' container_runtime_cdi: true "
+                      "needs: allowed v%s or newer" % (options.get("device_plugin_version"),
+                                                       ".".join(str(part) for part in _vgpu_plugin.CDI_VERSION)))
     errors += _waits(options, ("device_plugin_wait_timeout",))
     errors += _vgpu_plugin.hardware_errors(options.get("device_plugin_vgpu"), sized, base)
     if errors:
@@ -296,6 +328,7 @@ def device_plugin(options, context):
                   {"name": _contract.NODE_CONFIGMAP, "annotations": {},
                    "data": {_contract.NODE_CONFIG_KEY: planned["node_config"]}}]
     return dict(planned, errors=[], configmaps=configmaps, names=_contract.names(), default_memory=default_memory,
+                runtime={"cdi": runtime["cdi"], "name": runtime["runtime"]},
                 plugin_version=options.get("device_plugin_version"),
                 sources={node: spec["source"] for node, spec in planned["expected"].items()})
 

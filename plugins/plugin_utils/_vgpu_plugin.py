@@ -37,6 +37,9 @@ UUID_LENGTH = 40
 # GPU more, does not tip a node over it.
 AUTO_FACTOR_HEADROOM = 0.9
 NODE_CONFIG_VERSION = (1, 12, 0)
+# The first release with a CDI variant of the DaemonSet (volcano-vgpu-device-plugin-cdi.yml: DEVICE_LIST_STRATEGY
+# cdi-cri, runtimeClassName nvidia).
+CDI_VERSION = (1, 12, 0)
 FLAG_DEFAULTS = {"split": 2, "memory_factor": 1, "core_scaling": 1.0}
 OPERATING_MODES = ("hami-core", "mig")
 SPLIT_LABEL = _contract.SPLIT_LABEL

@@ -93,6 +93,18 @@ def test_the_example_inventory_passes_its_preflight_and_fails_only_at_first_cont
     assert set(unreachable(out)) == {"rig01", "rig02"}, out["stats"]
 
 
+def test_cdi_mode_passes_the_preflight_with_nvidia_left_non_default(tmp_path):
+    """The one switch, as an INI-minded inventory may write it (a string), on every GPU host: the preflight passes
+    and the first contact is the nodes' fact gathering."""
+    rc, out, err = site(example(tmp_path, gpu_nodes={"container_runtime_cdi": "true"}))
+    assert rc != 0
+    for task in preflight_tasks(out):
+        for host, result in task["hosts"].items():
+            assert not result.get("failed") and not result.get("unreachable"), (
+                task["task"]["name"], host, result, err[-1500:])
+    assert set(unreachable(out)) == {"rig01", "rig02"}, out["stats"]
+
+
 def test_the_built_collection_runs_by_name_through_its_preflight(tmp_path):
     """As users install it: `make build`'s tarball into an empty collections path, then the playbook by its FQCN,
     from a folder outside the checkout. Its dependencies come from the ansible package (no Galaxy here)."""
@@ -219,7 +231,18 @@ BAD = [
      ["nvidia_driver_kube_host is master9, which is not a host of the inventory"]),
     # Accepted by container_runtime alone, but site.yml's plugin finds NVML only through the default runtime.
     ("nvidia not containerd's default", {"gpu_nodes": {"container_runtime_set_as_default": False}}, None,
-     ["container_runtime_set_as_default is False for rig01", "register no vGPU", "Allowed in site.yml: true"]),
+     ["container_runtime_set_as_default is False for rig01", "register no vGPU",
+      "or false together with container_runtime_cdi: true"]),
+    # CDI mode: nvidia must stay non-default, on every GPU host or on none, with a spec where containerd looks.
+    ("CDI mode with nvidia as the default",
+     {"gpu_nodes": {"container_runtime_cdi": True, "container_runtime_set_as_default": True}}, None,
+     ["container_runtime_set_as_default is True with container_runtime_cdi: true", "allowed: null (the default) or "
+      "false"]),
+    ("CDI mode on one card group only", {"rtx4070s": {"container_runtime_cdi": True}}, None,
+     ["container_runtime_cdi is true for rig02 but not for rig01", "set it for all of device_plugin_gpu_hosts"]),
+    ("CDI spec where containerd does not look",
+     {"gpu_nodes": {"container_runtime_cdi": True, "container_runtime_cdi_spec": "/etc/nvidia/cdi.yaml"}}, None,
+     ["container_runtime_cdi_spec is '/etc/nvidia/cdi.yaml'", "/etc/cdi, /var/run/cdi, /run/cdi"]),
     ("vGPU with GPU sharing", {"all": {"volcano_deviceshare": {"vgpu_enable": True, "gpu_sharing_enable": True}}}, None,
      ["vgpu_enable and gpu_sharing_enable cannot be combined"]),
     ("unknown scheduler action", {"all": {"volcano_scheduler_actions": "enqueue, allocate, teleport"}}, None,

@@ -713,3 +713,58 @@ def trainer_crds(lab, create):
                           or [] if c.status == "True"]
             return conditions.count("Established") == 2 or conditions
         wait_for(served, 30, "Trainer's CRDs established")
+
+
+CDI_KIND = "k8s.device-plugin.nvidia.com/gpu"
+
+
+def test_cdi_mode_hands_the_gpus_to_pods_as_cdi_devices(lab):
+    """container_runtime_cdi on the GPU hosts: cluster.yml creates the nvidia RuntimeClass and runs the real plugin
+    under it with DEVICE_LIST_STRATEGY=cdi-cri. The plugin writes its CDI spec of the node's GPUs into the host's
+    /var/run/cdi (NVIDIA's nvcdi, finding the driver's files under the host's root, mounted at /driver-root), and
+    its Allocate response reaches kubelet's device manager as CDI devices of that spec, with the vGPU's memory limit
+    and no NVIDIA_VISIBLE_DEVICES. Back out of the mode, the stock DaemonSet registers the nodes again."""
+    apps, core = client.AppsV1Api(lab["api"]), client.CoreV1Api(lab["api"])
+    node_api = client.NodeV1Api(lab["api"])
+    rc, out, err = converge(lab, "-e", json.dumps({"container_runtime_cdi": True}))
+    try:
+        assert rc == 0, (failed_messages(out), err[-2000:])
+        assert node_api.read_runtime_class("nvidia").handler == "nvidia"
+        template = apps.read_namespaced_daemon_set("volcano-device-plugin", "kube-system").spec.template.spec
+        assert template.runtime_class_name == "nvidia"
+        env = {e.name: e.value for e in template.containers[0].env}
+        assert env["DEVICE_LIST_STRATEGY"] == "cdi-cri"
+        # The role waited for the registration: the nodes registered through the CDI-mode plugin.
+        for node in GPU_NODES:
+            assert allocatable(lab, node) == "10"
+        host = json.loads((lab["dir"] / "lab.json").read_text())["hosts"]["rig01"]
+        spec = json.loads(subprocess.run(
+            ["podman", "exec", host, "cat", "/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json"],
+            capture_output=True, text=True, check=True).stdout)
+        assert spec["kind"] == CDI_KIND
+        # The hooks the runtime runs on the host name the host's nvidia-ctk.
+        assert {hook["path"] for hook in spec["containerEdits"]["hooks"]} == {"/usr/bin/nvidia-ctk"}
+        uuids = {device["name"] for device in spec["devices"]}
+        assert len(uuids) == 5
+        core.create_namespace({"metadata": {"name": "vgpu-cdi"}})
+        spec_pod = dict(vgpu_pod_spec(), nodeSelector={"kubernetes.io/hostname": "rig01"})
+        core.create_namespaced_pod("vgpu-cdi", {"metadata": {"name": "p"}, "spec": spec_pod})
+        wait_for(lambda: core.read_namespaced_pod("p", "vgpu-cdi").status.phase == "Running", 60, "vGPU pod Running")
+        annotations = core.read_namespaced_pod("p", "vgpu-cdi").metadata.annotations
+        uuid = annotations["volcano.sh/vgpu-ids-new"].split(",")[0]
+        assert uuid in uuids
+        options = json.loads(annotations["lab.gpufleet.io/device-run-options"])["cuda"]
+        assert options["cdiDevices"] == ["%s=%s" % (CDI_KIND, uuid)]
+        assert "NVIDIA_VISIBLE_DEVICES" not in options["envs"]
+        assert options["envs"]["CUDA_DEVICE_MEMORY_LIMIT_0"] == "6000m"
+    finally:
+        if "vgpu-cdi" in [ns.metadata.name for ns in core.list_namespace().items]:
+            core.delete_namespace("vgpu-cdi")
+            wait_for(lambda: "vgpu-cdi" not in [ns.metadata.name for ns in core.list_namespace().items], 120,
+                     "namespace vgpu-cdi removed")
+        rc, out, err = converge(lab)
+        assert rc == 0, (failed_messages(out), err[-2000:])
+    template = apps.read_namespaced_daemon_set("volcano-device-plugin", "kube-system").spec.template.spec
+    assert template.runtime_class_name is None
+    for node in GPU_NODES:
+        assert allocatable(lab, node) == "10"

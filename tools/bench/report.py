@@ -594,10 +594,11 @@ def b3_causes(data, sweeps=None):
     profiles = [p for p in t.get("profiles") or [] if "node updates" in p.get("focus", {})]
     course = pace(t.get("timeline") or [])
     if profiles:
-        each = "; ".join("%.0f%% with %d to %d pods bound (%d-%d s after the release; the metric reset alone "
-                         "%.0f%%)" % (p["focus"]["node updates"], p["bound_at_start"], p["bound_at_end"], p["at_s"],
-                                    p["at_s"] + p["duration_s"], p["focus"].get("vGPU metrics reset", 0))
-                         for p in profiles)
+        each = "; ".join(
+            "%.0f%% with %d to %d pods bound (%d-%d s after the release; the metric reset alone %.0f%%)" % (
+                p["focus"]["node updates"], p["bound_at_start"], p["bound_at_end"], p["at_s"],
+                p["at_s"] + p["duration_s"], p["focus"].get("vGPU metrics reset", 0))
+            for p in profiles)
         text = ("Each update rebuilds the node's vGPU devices six times under the scheduler cache's mutex "
                 "(`NodeInfo.SetNode`: a dry-run clone, then the clone and the node, each through "
                 "`setNodeOthersResource`), and each build resets the per-pod metric series of every GPU with "
@@ -605,8 +606,8 @@ def b3_causes(data, sweeps=None):
                 "cluster. The stock scheduler's node updates took, of its CPU samples: %s." % each)
         if course:
             text += (" A bind takes the same mutex: the stock scheduler bound %.1f pods a second in the first minute "
-                     "and %.1f in the last (%d of %d in %.0f s)." % (course[0], course[1], t["bound"], t["pods"],
-                                                                      t["bind_seconds"]))
+                     "and %.1f in the last (%d of %d in %.0f s)."
+                     % (course[0], course[1], t["bound"], t["pods"], t["bind_seconds"]))
         bullets.append(text)
     logging = _sweep_logging(sweeps)
     if logging:

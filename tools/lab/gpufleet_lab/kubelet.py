@@ -144,7 +144,8 @@ class Pod:  # pylint: disable=too-many-instance-attributes
         def bind(src, dst, read_only=False):
             lines.append("if [ -d %s ]; then mkdir -p %s; else mkdir -p \"$(dirname %s)\"; touch %s; fi"
                          % tuple(shlex.quote(p) for p in (src, dst, dst, dst)))
-            lines.append("mount --bind %s %s" % (shlex.quote(src), shlex.quote(dst)))
+            # Recursive, as containerd's CRI binds a hostPath (rbind): a mount of the node's / keeps /dev and /proc.
+            lines.append("mount --rbind %s %s" % (shlex.quote(src), shlex.quote(dst)))
             if read_only:
                 lines.append("mount -o remount,bind,ro %s" % shlex.quote(dst))
         for dst, src in sorted(image.get("mounts", {}).items()):

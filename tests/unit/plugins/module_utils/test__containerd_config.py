@@ -255,6 +255,61 @@ def test_effective_problems(dump, set_as_default, problem):
         assert any(problem in p for p in problems), problems
 
 
+# CDI mode: the dump's CRI table with enable_cdi / cdi_spec_dirs as 1.7 and 2.1 print them.
+CDI_17 = """version = 2
+[plugins."io.containerd.grpc.v1.cri"]
+  %s
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    default_runtime_name = "%s"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+      BinaryName = "/usr/bin/nvidia-container-runtime"
+"""
+CDI_2X = """version = 3
+[plugins.'io.containerd.cri.v1.runtime']
+  enable_cdi = true
+  cdi_spec_dirs = %s
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = 'runc'
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia.options]
+      BinaryName = '/usr/bin/nvidia-container-runtime'
+"""
+
+
+@pytest.mark.parametrize(("dump", "problem"), [
+    (CDI_17 % ('enable_cdi = true\n  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]', "runc"), None),
+    (CDI_2X % "['/etc/cdi', '/var/run/cdi']", None),
+    # /var/run is /run on systemd distributions.
+    (CDI_2X % "['/run/cdi/']", None),
+    # 1.7's default: CDI off; a drop-in that turned it off again.
+    (CDI_17 % ('enable_cdi = false\n  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]', "runc"),
+     "the effective enable_cdi is False, not true"),
+    (CDI_17 % ('cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]', "runc"), "the effective enable_cdi is None"),
+    (CDI_2X % "['/etc/cdi']", "cdi_spec_dirs (/etc/cdi) leave out /var/run/cdi"),
+    (CDI_2X % "[]", "cdi_spec_dirs (none) leave out /var/run/cdi"),
+    # A drop-in that still makes nvidia the default hands the GPUs to every container.
+    (CDI_17 % ('enable_cdi = true\n  cdi_spec_dirs = ["/var/run/cdi"]', "nvidia"),
+     "the effective default_runtime_name is 'nvidia', which would give every container the GPUs in CDI mode"),
+])
+def test_effective_problems_in_cdi_mode(dump, problem):
+    problems = cc.effective_problems(dump, set_as_default=False, enable_cdi=True)
+    if problem is None:
+        assert problems == []
+    else:
+        assert any(problem in p for p in problems), problems
+
+
+@pytest.mark.parametrize(("version", "problem"), [
+    ("1.6.20~ds1", "containerd 1.6.20~ds1 cannot inject CDI devices from the CRI (1.7.2 or newer is needed)"),
+    ("1.7.1", "cannot inject CDI devices"),
+    ("1.7.2", None),
+    ("1.7.24~ds1", None),
+    ("2.1.4", None),
+    ("garbage", "containerd garbage cannot inject CDI devices"),
+])
+def test_cdi_support_by_containerd_version(version, problem):
+    assert cc.cdi_support_problem(version) == problem if problem is None else problem in cc.cdi_support_problem(version)
+
+
 def test_credentials_are_redacted_for_diffs():
     text = load("kubespray-v3.toml") + (
         '  [plugins."io.containerd.cri.v1.images".registry.configs."registry.example.internal".auth]\n'

@@ -90,6 +90,18 @@ BAD = [
      "device_plugin_vgpu of node rig01 (host rig01): filter_index [7] beyond its 5 GPUs"),
     ("device_plugin", {"device_plugin_vgpu": {"split": 2, "mode": "mig"}},
      "mode mig, but RTX 4090 has no MIG"),
+    # CDI mode: nvidia non-default, containerd reading CDI specs, a spec where containerd looks
+    ("container_runtime", {"container_runtime_cdi": True, "container_runtime_set_as_default": True},
+     "container_runtime_set_as_default is True with container_runtime_cdi: true"),
+    ("container_runtime", {"container_runtime_cdi": True, "container_runtime_enable_cdi": False},
+     "container_runtime_enable_cdi is False with container_runtime_cdi: true"),
+    ("container_runtime", {"container_runtime_cdi": True, "container_runtime_cdi_spec": "/etc/cdi/nvidia.toml"},
+     "container_runtime_cdi_spec is '/etc/cdi/nvidia.toml': it must be a .yaml or .json file directly in /etc/cdi, "
+     "/var/run/cdi, /run/cdi"),
+    ("container_runtime", {"container_runtime_cdi": True, "container_runtime_cdi_spec": "/var/run/cdi/sub/x.yaml"},
+     "container_runtime_cdi_spec is '/var/run/cdi/sub/x.yaml'"),
+    ("container_runtime", {"container_runtime_cdi": True, "container_runtime_cdi_spec": "/etc/cdi/.yaml"},
+     "container_runtime_cdi_spec is '/etc/cdi/.yaml'"),
 ]
 
 
@@ -184,3 +196,51 @@ def test_el10_refusals_name_the_variable(changes, needle):
 
 def test_el10_with_a_pinned_key_and_a_branch_passes():
     assert plan("nvidia_driver", context(os=EL10), nvidia_driver_branch="565", **EL10_PIN)["errors"] == []
+
+
+@pytest.mark.parametrize("changes", [
+    {"container_runtime_cdi": True},
+    {"container_runtime_cdi": True, "container_runtime_set_as_default": False, "container_runtime_enable_cdi": True,
+     "container_runtime_cdi_spec": "/run/cdi/gpus.json"},
+    # Outside CDI mode the CDI rules do not apply: the role alone may leave nvidia non-default.
+    {"container_runtime_set_as_default": False, "container_runtime_enable_cdi": False,
+     "container_runtime_cdi_spec": "relative"},
+])
+def test_container_runtime_accepts_cdi_mode_and_leaves_other_modes_alone(changes):
+    assert plan("container_runtime", **changes)["errors"] == []
+
+
+def _cdi_hosts(rig01, rig02, name01=None):
+    hostvars = {host: dict(CARD_GROUPS[host]) for host in CARD_GROUPS}
+    for host, value in (("rig01", rig01), ("rig02", rig02)):
+        if value is not None:
+            hostvars[host]["container_runtime_cdi"] = value
+    if name01:
+        hostvars["rig01"]["container_runtime_runtime_name"] = name01
+    return context(hostvars, runtime=_gpu_hosts.runtime_mode(["rig01", "rig02"], hostvars))
+
+
+@pytest.mark.parametrize(("rig01", "rig02", "name01", "expected", "error"), [
+    (None, None, None, {"cdi": False, "name": "nvidia"}, None),
+    (True, True, None, {"cdi": True, "name": "nvidia"}, None),
+    # INI inventories give strings.
+    ("true", "True", None, {"cdi": True, "name": "nvidia"}, None),
+    ("false", False, None, {"cdi": False, "name": "nvidia"}, None),
+    (True, None, None, None, "container_runtime_cdi is true for rig01 but not for rig02"),
+    ("maybe", True, None, None, "container_runtime_cdi is 'maybe' for rig01: allowed true or false"),
+    (True, True, "nvidia-cdi", None, "container_runtime_runtime_name differs between the GPU hosts in CDI mode "
+                                     "(nvidia, nvidia-cdi)"),
+])
+def test_device_plugin_follows_the_gpu_hosts_cdi_mode(rig01, rig02, name01, expected, error):
+    planned = _planners.plan("device_plugin", options("device_plugin"), _cdi_hosts(rig01, rig02, name01))
+    if error:
+        assert any(error in message for message in planned["errors"]), planned["errors"]
+    else:
+        assert planned["errors"] == [] and planned["runtime"] == expected
+
+
+def test_device_plugin_refuses_cdi_mode_with_a_plugin_before_its_cdi_variant():
+    planned = _planners.plan("device_plugin", options("device_plugin", device_plugin_version="v1.11.0"),
+                             _cdi_hosts(True, True))
+    assert any("device_plugin_version v1.11.0 has no CDI variant" in error and "allowed v1.12.0 or newer" in error
+               for error in planned["errors"]), planned["errors"]
