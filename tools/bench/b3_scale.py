@@ -20,8 +20,10 @@ site deploys it: volcano_scheduler_image_tag), the stand-in plugin writing its N
 changed (as the plugin's main branch does), and for the settings sweep the scheduler's node worker threads and log
 level. Each variant is applied as a site would (playbooks/cluster.yml --tags volcano: the role rolls the scheduler
 and waits until it has seen every vGPU node), and each run records what the scheduler received and did while the
-pods bound: the Node updates (a watch, sorted by what changed), the scheduler's CPU seconds, and CPU profiles
-(its --enable-pprof endpoint) taken PROFILE_AT seconds after the release.
+pods bound: the Node updates (a watch, sorted by what changed), the scheduler's CPU seconds, CPU profiles (its
+--enable-pprof endpoint) taken PROFILE_AT seconds after the release, and from its own /metrics what its sessions and
+its API requests took meanwhile (WAITS: time a CPU profile does not show, such as the pod PATCH of every vGPU
+allocation, which the session waits for).
 """
 
 import concurrent.futures
@@ -36,6 +38,7 @@ import urllib.request
 import yaml
 from gpufleet_lab import images
 from kubernetes import client, watch
+from prometheus_client.parser import text_string_to_metric_families
 
 import common
 
@@ -255,6 +258,55 @@ class NodeUpdates(threading.Thread):
                 "per_s": round(total / seconds, 2) if seconds else None, "error": self.error}
 
 
+# The scheduler's own histograms (its /metrics: Volcano's, and client-go's request latency, which Volcano registers),
+# read before and after the pods bind: how many observations and how many seconds each added meanwhile. Per entry:
+# the histogram, the labels that pick its series, and the unit of its sums.
+WAITS = (
+    ("sessions", "volcano_e2e_scheduling_latency_milliseconds", {}, 0.001),
+    ("allocate action", "volcano_action_scheduling_latency_milliseconds", {"action": "allocate"}, 0.001),
+    ("PATCH requests", "rest_client_request_duration_seconds", {"verb": "PATCH"}, 1.0),
+    ("POST requests", "rest_client_request_duration_seconds", {"verb": "POST"}, 1.0),
+)
+
+
+def histogram_totals(text):
+    """{label: (count, seconds)} of WAITS from a /metrics text (series that match summed, e.g. over hosts)."""
+    totals = {label: [0.0, 0.0] for label, dummy, dummy2, dummy3 in WAITS}
+    for family in text_string_to_metric_families(text):
+        for label, name, labels, unit in WAITS:
+            if family.name != name:
+                continue
+            for sample in family.samples:
+                if any(sample.labels.get(key) != value for key, value in labels.items()):
+                    continue
+                if sample.name == name + "_count":
+                    totals[label][0] += sample.value
+                elif sample.name == name + "_sum":
+                    totals[label][1] += sample.value * unit
+    return {label: tuple(values) for label, values in totals.items()}
+
+
+def waits(before, after, window_s):
+    """{label: {count, seconds, mean_ms, share}} added between two histogram_totals(); share: the seconds over the
+    window (above 1 where requests overlap)."""
+    found = {}
+    for label, (count, seconds) in after.items():
+        count, seconds = count - before.get(label, (0, 0))[0], seconds - before.get(label, (0, 0))[1]
+        found[label] = {"count": int(round(count)), "seconds": round(seconds, 2),
+                        "mean_ms": round(1000 * seconds / count, 1) if count else None,
+                        "share": round(seconds / window_s, 3) if window_s else None}
+    return found
+
+
+def scrape(url):
+    """The text of a /metrics endpoint, or None when it cannot be read."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 (the lab's loopback)
+            return response.read().decode()
+    except OSError:
+        return None
+
+
 def cpu_seconds(pid):
     """User + system CPU seconds of a process so far (/proc/<pid>/stat), or None when it is gone."""
     try:
@@ -295,7 +347,7 @@ class Probe:
 
     def __init__(self, lab, api, work):
         self.lab, self.api, self.work = lab, api, work
-        self.updates = self.pid = self.cpu = None
+        self.updates = self.pid = self.cpu = self.metrics_url = self.before = None
         self.profiles, self.threads = [], []
 
     def released(self, released, counter, deadline):
@@ -304,6 +356,9 @@ class Probe:
         scheduler = self.lab.scheduler()
         self.pid = scheduler.get("pid")
         self.cpu = cpu_seconds(self.pid)
+        self.metrics_url = scheduler.get("metrics_url")
+        text = scrape(self.metrics_url) if self.metrics_url else None
+        self.before = histogram_totals(text) if text else None
         url = (scheduler.get("metrics_url") or "").replace("/metrics", "/debug/pprof/profile?seconds=%d" % PROFILE_S)
         for at in profile_starts(deadline):
             thread = threading.Thread(target=self.profile, args=(url, released, at, counter), daemon=True)
@@ -327,9 +382,11 @@ class Probe:
 
     def result(self, bind_seconds):
         cpu = cpu_seconds(self.pid)
+        text = scrape(self.metrics_url) if self.metrics_url and self.before is not None else None
         for thread in self.threads:
             thread.join(PROFILE_S + 90)
-        return {"node_updates": self.updates.result() if self.updates else None,
+        return {"scheduler_waits": waits(self.before, histogram_totals(text), bind_seconds) if text else None,
+                "node_updates": self.updates.result() if self.updates else None,
                 "scheduler_cpu_s": round(cpu - self.cpu, 1) if cpu is not None and self.cpu is not None else None,
                 "scheduler_cpu_per_s": round((cpu - self.cpu) / bind_seconds, 2)
                 if cpu is not None and self.cpu is not None and bind_seconds else None,

@@ -566,7 +566,7 @@ def _sweep_logging(sweeps):
     return data.get("_file", "the settings sweep"), (min(level[3]), max(level[3])), max(level[2])
 
 
-def b3_causes(data, sweeps=None):
+def b3_causes(data, sweeps=None, waits=None):
     """Where the vGPU pods' time went, read from this run's variants and profiles on its largest fleet (and the
     settings sweep for the log level): the sentences of the page's cause section, every figure from the JSON."""
     if not data:
@@ -658,8 +658,9 @@ def b3_causes(data, sweeps=None):
                              plain["pods_per_s"]))
             text += (" What only vGPU pods wait for, one after another within a session, is the API round trip that "
                      "`GPUDevices.Allocate` makes for every one of them (it PATCHes the pod's device annotations "
-                     "before the bind); a CPU profile does not show time spent waiting, so this is read from the "
-                     "code, not measured. The patches leave it as it is; it is the next thing to measure.")
+                     "before the bind); a CPU profile does not show time spent waiting.")
+            measured = _patch_waits(waits)
+            text += (" %s" % measured if measured else " This is read from the code, not measured here.")
             bullets.append(text)
     return "\n".join("- %s" % bullet for bullet in bullets)
 
@@ -673,6 +674,52 @@ def b3_settings(runs):
     return {"b3_settings": "\n\n".join("%s\n\n%s\n\nEach run stopped %d s after the release." % (
         "- %s" % provenance("Settings sweep (%s)" % data["_file"] if "_file" in data else "Settings sweep", data),
         b3_variant_table(data["runs"]), data["bind_deadline_s"]) for data in runs)}
+
+
+WAIT_LABELS = ("sessions", "allocate action", "PATCH requests", "POST requests")
+
+
+def _wait(entry):
+    if not entry:
+        return "-"
+    mean = "" if entry.get("mean_ms") is None else ", %.1f ms each" % entry["mean_ms"]
+    return "%d: %.1f s (%.0f%%%s)" % (entry["count"], entry["seconds"], 100 * (entry.get("share") or 0), mean)
+
+
+def _patch_waits(runs):
+    """The measured sentence on the patched scheduler's PATCH waits, from the largest fleet that recorded them."""
+    found = [(r["nodes"], data.get("_file", ""), v) for data in runs or [] for r in data["runs"]
+             for v in _b3_variants(r) if v["variant"] == B3_FIXED and v["throughput"].get("scheduler_waits")]
+    if not found:
+        return ""
+    nodes, name, run = max(found, key=lambda entry: entry[0])
+    t, w = run["throughput"], run["throughput"]["scheduler_waits"]
+    patch, allocate = w.get("PATCH requests") or {}, w.get("allocate action") or {}
+    if not patch.get("count") or not allocate.get("count"):
+        return ""
+    return ("Measured on %d nodes (`%s`, the scheduler's own histograms below): while it bound %d pods in %.0f s, "
+            "its allocate action ran %.0f%% of that time, and its %d PATCH requests took %.1f s, %.0f%% of it, "
+            "%.1f ms each." % (nodes, name, t["bound"], t["bind_seconds"], 100 * (allocate.get("share") or 0),
+                               patch["count"], patch["seconds"], 100 * (patch.get("share") or 0),
+                               patch.get("mean_ms") or 0))
+
+
+def b3_waits(runs):
+    """Where the scheduler's time went while the vGPU pods bound, from its own histograms (b3_scale.WAITS): one table
+    per JSON of B3 runs that recorded them (make bench's b3-scale.json, and b3-waits-<nodes>.json kept beside it)."""
+    parts = []
+    for data in runs or []:
+        rows = [[r["nodes"], v["variant"], _bound(v["throughput"])]
+                + [_wait(v["throughput"]["scheduler_waits"].get(label)) for label in WAIT_LABELS]
+                for r in data["runs"] for v in _b3_variants(r) if v["throughput"].get("scheduler_waits")]
+        if rows:
+            parts.append("- %s\n\n%s" % (
+                provenance("Scheduler waits (%s)" % data["_file"] if "_file" in data else "Scheduler waits", data),
+                _table(["nodes", "variant", "vGPU pods bound", "sessions: count, seconds (share of the window)",
+                        "allocate action", "PATCH requests", "POST requests"], rows)))
+    if not parts:
+        return {"b3_waits": "_No B3 run here recorded the scheduler's own histograms._"}
+    return {"b3_waits": "\n\n".join(parts)}
 
 
 def pace(timeline, window=60.0):
@@ -767,7 +814,10 @@ def figures(out, current=None):
     values.update(b2(data["b2-scheduling"]))
     values.update(b3(data["b3-scale"]))
     values.update(b3_settings(data["b3-settings"]))
-    values["b3_causes"] = b3_causes(data["b3-scale"], data["b3-settings"])
+    waits = [dict(data["b3-scale"], _file="b3-scale.json")] if data["b3-scale"] else []
+    waits += [dict(json.loads(path.read_text()), _file=path.name) for path in sorted(out.glob("b3-waits*.json"))]
+    values["b3_causes"] = b3_causes(data["b3-scale"], data["b3-settings"], waits)
+    values.update(b3_waits(waits))
     return values
 
 

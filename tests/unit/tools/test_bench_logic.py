@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-import packing  # tools/bench, through the virtualenv's paths (make bootstrap)
+import b3_scale  # tools/bench, through the virtualenv's paths (make bootstrap)
+import packing
 import workload as tr
 
 TWO = [{"memory": 10, "slots": 2}, {"memory": 10, "slots": 2}]
@@ -144,3 +145,41 @@ def test_task_profile_sums_batches_and_counts_results():
     assert common.play_batches(_callback_json(), "GPU nodes the run disrupts") == [["h03"], ["h04"]]
     assert common.play_batches(_callback_json(), "No such play") == []
     assert common.task_profile("not json") == []
+
+
+# The scheduler's /metrics as Volcano v1.15 serves them (its histograms, and client-go's, per host).
+SCHEDULER_METRICS = """# HELP volcano_e2e_scheduling_latency_milliseconds Duration of a single scheduling session.
+# TYPE volcano_e2e_scheduling_latency_milliseconds histogram
+volcano_e2e_scheduling_latency_milliseconds_bucket{le="+Inf"} %(sessions)d
+volcano_e2e_scheduling_latency_milliseconds_sum %(session_ms)f
+volcano_e2e_scheduling_latency_milliseconds_count %(sessions)d
+# HELP volcano_action_scheduling_latency_milliseconds Action scheduling latency in milliseconds
+# TYPE volcano_action_scheduling_latency_milliseconds histogram
+volcano_action_scheduling_latency_milliseconds_sum{action="allocate"} %(allocate_ms)f
+volcano_action_scheduling_latency_milliseconds_count{action="allocate"} %(sessions)d
+volcano_action_scheduling_latency_milliseconds_sum{action="enqueue"} 999999
+volcano_action_scheduling_latency_milliseconds_count{action="enqueue"} 7
+# HELP rest_client_request_duration_seconds [ALPHA] Request latency in seconds. Broken down by verb, and host.
+# TYPE rest_client_request_duration_seconds histogram
+rest_client_request_duration_seconds_sum{host="127.0.0.1:6443",verb="PATCH"} %(patch_s)f
+rest_client_request_duration_seconds_count{host="127.0.0.1:6443",verb="PATCH"} %(patches)d
+rest_client_request_duration_seconds_sum{host="[::1]:6443",verb="PATCH"} 1.0
+rest_client_request_duration_seconds_count{host="[::1]:6443",verb="PATCH"} 10
+rest_client_request_duration_seconds_sum{host="127.0.0.1:6443",verb="POST"} 2.0
+rest_client_request_duration_seconds_count{host="127.0.0.1:6443",verb="POST"} 100
+"""
+
+
+def test_scheduler_waits_are_what_its_histograms_added_during_the_window():
+    before = b3_scale.histogram_totals(SCHEDULER_METRICS % {"sessions": 10, "session_ms": 5000, "allocate_ms": 4000,
+                                                            "patch_s": 3.0, "patches": 100})
+    after = b3_scale.histogram_totals(SCHEDULER_METRICS % {"sessions": 40, "session_ms": 35000, "allocate_ms": 31000,
+                                                           "patch_s": 27.0, "patches": 1100})
+    # Series of every host summed; other actions left out; milliseconds as seconds.
+    assert before["PATCH requests"] == (110, 4.0)
+    assert before["allocate action"] == (10, 4.0)
+    found = b3_scale.waits(before, after, 30.0)
+    assert found["sessions"] == {"count": 30, "seconds": 30.0, "mean_ms": 1000.0, "share": 1.0}
+    assert found["allocate action"] == {"count": 30, "seconds": 27.0, "mean_ms": 900.0, "share": 0.9}
+    assert found["PATCH requests"] == {"count": 1000, "seconds": 24.0, "mean_ms": 24.0, "share": 0.8}
+    assert found["POST requests"] == {"count": 0, "seconds": 0.0, "mean_ms": None, "share": 0.0}

@@ -448,3 +448,31 @@ def test_b1_why_compares_the_rerun_with_the_baselines_growth(facts_nvml_16, expe
     else:
         assert "ask for less" not in text
     assert report.b1_why({1: medians[1]}, figures, 1) == ""
+
+
+def _waits(patches=1000, patch_s=24.0, allocate_share=0.9, window=30.0):
+    return {"sessions": {"count": 30, "seconds": window, "mean_ms": 1000.0, "share": 1.0},
+            "allocate action": {"count": 30, "seconds": allocate_share * window, "mean_ms": 900.0,
+                                "share": allocate_share},
+            "PATCH requests": {"count": patches, "seconds": patch_s, "mean_ms": 1000 * patch_s / patches,
+                               "share": patch_s / window},
+            "POST requests": {"count": 0, "seconds": 0.0, "mean_ms": None, "share": 0.0}}
+
+
+def test_b3_waits_table_and_the_measured_patch_sentence():
+    data = b3_data(10000, 40.0, 100.0)
+    fixed = data["runs"][0]["variants"][1]          # 100 nodes
+    fixed["throughput"].update(bind_seconds=30.0, scheduler_waits=_waits())
+    data.update(versions=VERSIONS, source=SOURCE, _file="b3-waits-100.json")
+    table = report.b3_waits([data])["b3_waits"]
+    assert "Scheduler waits (b3-waits-100.json): 2026-12-03 10:00 UTC" in table
+    assert "| 100 | fixed | 1000 in 30 s | 30: 30.0 s (100%, 1000.0 ms each) | 30: 27.0 s (90%, 900.0 ms each) | " \
+           "1000: 24.0 s (80%, 24.0 ms each) | 0: 0.0 s (0%) |" in table
+    # The stock run recorded none: no row.
+    assert "| 100 | stock |" not in table
+    sentence = report._patch_waits([data])  # pylint: disable=protected-access
+    assert sentence == ("Measured on 100 nodes (`b3-waits-100.json`, the scheduler's own histograms below): while it "
+                        "bound 1000 pods in 30 s, its allocate action ran 90% of that time, and its 1000 PATCH "
+                        "requests took 24.0 s, 80% of it, 24.0 ms each.")
+    assert report.b3_waits([b3_data(10000, 40.0, 100.0)])["b3_waits"].startswith("_No B3 run here recorded")
+    assert report._patch_waits([b3_data(10000, 40.0, 100.0)]) == ""  # pylint: disable=protected-access
