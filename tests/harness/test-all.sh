@@ -12,6 +12,9 @@ stages=(lint sanity units integration lab-test molecule)
 [ -n "${GPUFLEET_TEST_STAGES:-}" ] && read -r -a stages <<<"$GPUFLEET_TEST_STAGES"
 declare -A result duration
 passed=0 failed=0 t_all=$SECONDS
+# What is tested is the tree as the run starts (a commit made meanwhile is not what ran).
+start_commit=$(git rev-parse --short HEAD 2>/dev/null)
+start_clean=$([ -z "$(git status --porcelain 2>/dev/null)" ] && echo true || echo false)
 logs=$root/.build/logs
 mkdir -p "$logs"
 
@@ -60,8 +63,7 @@ done
 printf '  %-20s %5s s\n' total "$total"
 mkdir -p .build/timings
 { printf '{"date": "%s", "commit": "%s", "tree_clean": %s, "cpus": %s, "memory_gib": %s, "total_seconds": %s, "stages": [' \
-    "$(date -u +%FT%TZ)" "$(git rev-parse --short HEAD 2>/dev/null)" \
-    "$([ -z "$(git status --porcelain 2>/dev/null)" ] && echo true || echo false)" "$(nproc)" \
+    "$(date -u +%FT%TZ)" "$start_commit" "$start_clean" "$(nproc)" \
     "$(awk '/MemTotal/ {printf "%.0f", $2 / 1048576}' /proc/meminfo)" "$total"
   sep=""; for s in "${stages[@]}"; do
     extra=""; [ "$s" = "$beside" ] && extra=', "beside": "lab-test"'
