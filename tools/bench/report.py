@@ -697,7 +697,8 @@ def _patch_waits(runs):
     patch, allocate = w.get("PATCH requests") or {}, w.get("allocate action") or {}
     if not patch.get("count") or not allocate.get("count"):
         return ""
-    return ("Measured on %d nodes (`%s`, the scheduler's own histograms below): while it bound %d pods in %.0f s, "
+    return ("Measured on %d nodes, in a run of its own (`%s`; its machine and commit below), from the scheduler's own "
+            "histograms: while it bound %d pods in %.0f s, "
             "its allocate action ran %.0f%% of that time, and its %d PATCH requests took %.1f s, %.0f%% of it, "
             "%.1f ms each." % (nodes, name, t["bound"], t["bind_seconds"], 100 * (allocate.get("share") or 0),
                                patch["count"], patch["seconds"], 100 * (patch.get("share") or 0),

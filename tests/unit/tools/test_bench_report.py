@@ -471,8 +471,9 @@ def test_b3_waits_table_and_the_measured_patch_sentence():
     # The stock run recorded none: no row.
     assert "| 100 | stock |" not in table
     sentence = report._patch_waits([data])  # pylint: disable=protected-access
-    assert sentence == ("Measured on 100 nodes (`b3-waits-100.json`, the scheduler's own histograms below): while it "
-                        "bound 1000 pods in 30 s, its allocate action ran 90% of that time, and its 1000 PATCH "
-                        "requests took 24.0 s, 80% of it, 24.0 ms each.")
+    assert sentence == ("Measured on 100 nodes, in a run of its own (`b3-waits-100.json`; its machine and commit "
+                        "below), from the scheduler's own histograms: while it bound 1000 pods in 30 s, its "
+                        "allocate action ran 90% of that time, and its 1000 PATCH requests took 24.0 s, 80% of it, "
+                        "24.0 ms each.")
     assert report.b3_waits([b3_data(10000, 40.0, 100.0)])["b3_waits"].startswith("_No B3 run here recorded")
     assert report._patch_waits([b3_data(10000, 40.0, 100.0)]) == ""  # pylint: disable=protected-access
