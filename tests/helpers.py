@@ -1,13 +1,16 @@
-"""Helpers shared by gpufleet's tests: running playbooks with the JSON callback and reading their results."""
+"""Helpers shared by gpufleet's tests: running playbooks with the JSON callback and reading their results, and a copy of
+inventories/example whose hosts lead nowhere (each at its own closed loopback port)."""
 
 import importlib.metadata
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
 import pytest
+import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -61,3 +64,30 @@ def bundled_collection_version(fqcn):
     manifest = importlib.metadata.distribution("ansible").locate_file(
         "ansible_collections/%s/%s/MANIFEST.json" % (namespace, name))
     return json.loads(pathlib.Path(manifest).read_text())["collection_info"]["version"]
+
+
+def example(tmp_path, hosts=None, **group_vars):
+    """A copy of inventories/example with every host at 127.0.0.<n>:9, then ``hosts`` ({group: {host: vars}}) merged
+    into hosts.yml and ``group_vars`` into its group files."""
+    dest = tmp_path / "mysite"
+    shutil.copytree(ROOT / "inventories" / "example", dest)
+    inventory = yaml.safe_load((dest / "hosts.yml").read_text())
+    children = inventory["all"]["children"]
+    groups = dict(children, **children["gpu_nodes"]["children"])
+    addressed = [values for body in groups.values() for values in (body.get("hosts") or {}).values()
+                 if values and "ansible_host" in values]
+    for number, values in enumerate(addressed, start=2):
+        values.update(ansible_host="127.0.0.%d" % number, ansible_port=9, ansible_connection="ssh")
+    for group, members in (hosts or {}).items():
+        if group not in groups:
+            groups[group] = children[group] = {"hosts": {}}
+        body = groups[group].setdefault("hosts", {})
+        for host, values in members.items():
+            body[host] = dict(body.get(host) or {}, **values)
+    (dest / "hosts.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
+    for group, values in group_vars.items():
+        path = dest / "group_vars" / ("%s.yml" % group)
+        current = yaml.safe_load(path.read_text()) if path.exists() else {}
+        current.update(values)
+        path.write_text(yaml.safe_dump(current))
+    return str(dest)

@@ -3,11 +3,14 @@
 
 """What the inventory says about each GPU host: its Kubernetes node name, its vGPU settings and its GPUs.
 
-Pure functions, no Ansible, controller only. The one place that reads a GPU host's variables by name (the cluster
-roles see them through ``hostvars``); what the settings mean for the plugin is _vgpu_plugin.py.
+Pure functions, no Ansible objects, controller only. The one place that reads a GPU host's variables by name (the
+cluster roles see them through ``hostvars``): its vGPU settings and sizes, and how its containerd hands out the GPUs;
+what the vGPU settings mean for the plugin is _vgpu_plugin.py.
 """
 
 from __future__ import annotations
+
+from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _contract
 
@@ -22,6 +25,7 @@ EXPECTED_MODEL = "gpu_verify_model_pattern"
 # How the node's containerd hands GPUs to containers (role container_runtime): CDI mode, and the runtime's name.
 CDI_MODE = "container_runtime_cdi"
 RUNTIME_NAME = "container_runtime_runtime_name"
+SET_AS_DEFAULT = "container_runtime_set_as_default"
 
 
 class InventoryError(ValueError):
@@ -156,24 +160,30 @@ def vgpu_mode(hostvars):
     return mode or "hami-core"
 
 
-def _flag(value, variable, host):
-    # INI inventories give strings; YAML gives booleans.
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "1", "false", "no", "off", "0"):
-        return value.strip().lower() in ("true", "yes", "on", "1")
-    raise InventoryError("%s is %r for %s: allowed true or false" % (variable, value, host))
+def _flag(hostvars, variable, host, default):
+    """A GPU host's boolean variable as the role reads it (``| bool``: YAML's booleans, an INI inventory's strings);
+    ``default`` when the host does not set it or sets null."""
+    value = hostvars.get(variable)
+    if value is None:
+        return default
+    try:
+        return boolean(value, strict=True)
+    except TypeError:
+        raise InventoryError("%s is %r for %s: allowed true or false" % (variable, value, host)) from None
 
 
 def runtime_mode(hosts, hostvars):
     """{"cdi": bool, "runtime": name, "error": str or None}: how the GPU hosts' containerd hands out the GPUs, which
-    the plugin's one DaemonSet must match on every host - CDI mode on all of them or on none, and in CDI mode one
-    runtime name (the RuntimeClass's handler)."""
-    modes, names, errors = {}, {}, []
+    the plugin's one DaemonSet must match on every host - CDI mode on all of them or on none, in CDI mode one runtime
+    name (the RuntimeClass's handler), and outside it nvidia as containerd's default runtime (the stock DaemonSet has
+    no runtimeClassName: its container finds NVML only through the default runtime)."""
+    modes, names, non_default, errors = {}, {}, [], []
     for host in hosts or []:
         hv = hostvars.get(host) or {}
         try:
-            modes[host] = _flag(hv.get(CDI_MODE, False), CDI_MODE, host)
+            modes[host] = _flag(hv, CDI_MODE, host, False)
+            if not modes[host] and _flag(hv, SET_AS_DEFAULT, host, True) is False:
+                non_default.append(host)
         except InventoryError as exc:
             errors.append(str(exc))
         names[host] = hv.get(RUNTIME_NAME) or "nvidia"
@@ -183,6 +193,11 @@ def runtime_mode(hosts, hostvars):
         errors.append("%s is true for %s but not for %s: the vGPU device plugin runs one DaemonSet on every GPU node, "
                       "in CDI mode or not; set it for all of device_plugin_gpu_hosts or for none"
                       % (CDI_MODE, ", ".join(on), ", ".join(off)))
+    if non_default:
+        errors.append("%s is False for %s, but outside CDI mode the vGPU device plugin runs without a "
+                      "runtimeClassName: its container finds the GPUs (NVML) only through containerd's default "
+                      "runtime, so such a node would register no vGPU. Allowed: true or null (the default), or false "
+                      "together with %s: true" % (SET_AS_DEFAULT, ", ".join(sorted(non_default)), CDI_MODE))
     runtimes = sorted(set(names[host] for host in on))
     if len(runtimes) > 1:
         errors.append("%s differs between the GPU hosts in CDI mode (%s): the plugin's RuntimeClass names one handler"

@@ -1,31 +1,20 @@
 """The plugin's DaemonSet follows the GPU hosts' container runtime mode: in CDI mode (container_runtime_cdi on every
 GPU host) it runs under the nvidia RuntimeClass and hands allocations out as CDI devices; otherwise it is the stock
-manifest. From the inventory through the role's plan to the rendered manifest, without a cluster."""
+manifest. From an inventory shaped like inventories/example (card groups with minimum GPU sizes) through the role's
+plan to the rendered manifest, without a cluster or any contact."""
 
 import pytest
-import yaml
 
-from helpers import ROOT, failed_messages, run_playbook
+from helpers import ROOT, example, failed_messages, run_playbook
 
 PLAYBOOK = ROOT / "tests" / "integration" / "playbooks" / "device_plugin_manifest.yml"
 
 
-def inventory(tmp_path, **node_vars):
-    hosts = {name: dict({"device_plugin_gpus": {"count": 5, "model": model, "memory_mib": memory}}, **node_vars)
-             for name, model, memory in (("rig01", "NVIDIA GeForce RTX 4090", 24564),
-                                         ("rig02", "NVIDIA GeForce RTX 4070 SUPER", 16376))}
-    path = tmp_path / "hosts.yml"
-    path.write_text(yaml.safe_dump({"all": {"children": {
-        "kube_control": {"hosts": {"localhost": {"ansible_connection": "local"}}},
-        "gpu_nodes": {"hosts": hosts}}}}))
-    return str(path)
-
-
 def daemonset(tmp_path, **node_vars):
-    rc, out, err = run_playbook(PLAYBOOK, inventory=inventory(tmp_path, **node_vars), local=False)
+    rc, out, err = run_playbook(PLAYBOOK, inventory=example(tmp_path, gpu_nodes=node_vars), local=False)
     assert rc == 0, (failed_messages(out), err[-2000:])
     task = out["plays"][0]["tasks"][1]
-    (result,) = task["hosts"]["localhost"]["results"]
+    (result,) = task["hosts"]["master0"]["results"]
     return result["msg"]
 
 

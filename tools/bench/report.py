@@ -802,11 +802,15 @@ def caveats(data, current=None):
     return "> **Caveat.** %s%s. Rerun `make bench` for figures of this code.\n" % (text[0].upper(), text[1:])
 
 
+def _kept(out, pattern):
+    """JSON files of runs of their own kept beside make bench's (each with its name, for its provenance line)."""
+    return [dict(json.loads(path.read_text()), _file=path.name) for path in sorted(out.glob(pattern))]
+
+
 def figures(out, current=None):
     data = {name: _load(out, name) for name in ("b1-hosts", "b2-scheduling", "b3-scale", "run")}
     # The settings sweeps: b3-settings.json as bench.py writes it, and any kept beside it (b3-settings-<what>.json).
-    data["b3-settings"] = [dict(json.loads(path.read_text()), _file=path.name)
-                           for path in sorted(out.glob("b3-settings*.json"))]
+    data["b3-settings"] = _kept(out, "b3-settings*.json")
     values = {"provenance": "\n".join("- %s" % provenance(name, data[key]) for name, key in (
         ("B1", "b1-hosts"), ("B2", "b2-scheduling"), ("B3", "b3-scale"))),
         "timings": timings(data["run"], _load(out / "cold", "run")),
@@ -816,7 +820,7 @@ def figures(out, current=None):
     values.update(b3(data["b3-scale"]))
     values.update(b3_settings(data["b3-settings"]))
     waits = [dict(data["b3-scale"], _file="b3-scale.json")] if data["b3-scale"] else []
-    waits += [dict(json.loads(path.read_text()), _file=path.name) for path in sorted(out.glob("b3-waits*.json"))]
+    waits += _kept(out, "b3-waits*.json")
     values["b3_causes"] = b3_causes(data["b3-scale"], data["b3-settings"], waits)
     values.update(b3_waits(waits))
     return values

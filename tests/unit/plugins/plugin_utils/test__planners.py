@@ -210,8 +210,10 @@ def test_container_runtime_accepts_cdi_mode_and_leaves_other_modes_alone(changes
     assert plan("container_runtime", **changes)["errors"] == []
 
 
-def _cdi_hosts(rig01, rig02, name01=None):
+def _cdi_hosts(rig01, rig02, name01=None, default02=None):
     hostvars = {host: dict(CARD_GROUPS[host]) for host in CARD_GROUPS}
+    if default02 is not None:
+        hostvars["rig02"]["container_runtime_set_as_default"] = default02
     for host, value in (("rig01", rig01), ("rig02", rig02)):
         if value is not None:
             hostvars[host]["container_runtime_cdi"] = value
@@ -237,6 +239,23 @@ def test_device_plugin_follows_the_gpu_hosts_cdi_mode(rig01, rig02, name01, expe
         assert any(error in message for message in planned["errors"]), planned["errors"]
     else:
         assert planned["errors"] == [] and planned["runtime"] == expected
+
+
+@pytest.mark.parametrize(("cdi", "default02", "error"), [
+    # The stock DaemonSet finds NVML only through containerd's default runtime.
+    (None, False, "container_runtime_set_as_default is False for rig02, but outside CDI mode"),
+    (None, "no", "container_runtime_set_as_default is False for rig02"),
+    (None, True, None),
+    (None, "maybe", "container_runtime_set_as_default is 'maybe' for rig02: allowed true or false"),
+    # In CDI mode nvidia is non-default by design.
+    (True, False, None),
+])
+def test_device_plugin_needs_nvidia_as_the_default_runtime_outside_cdi_mode(cdi, default02, error):
+    planned = _planners.plan("device_plugin", options("device_plugin"), _cdi_hosts(cdi, cdi, default02=default02))
+    if error:
+        assert any(error in message for message in planned["errors"]), planned["errors"]
+    else:
+        assert planned["errors"] == []
 
 
 def test_device_plugin_refuses_cdi_mode_with_a_plugin_before_its_cdi_variant():
