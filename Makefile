@@ -12,7 +12,7 @@ export CONTAINERS_CONF := $(CURDIR)/tests/harness/containers.conf
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.build/collections
 export PATH := $(BIN):$(PATH)
 
-.PHONY: help deps bootstrap lock lint docs sanity units integration images repos molecule test site site-loop site-ci lab lab-down lab-test lab-gang bench bench-run clean build changelog ee timings
+.PHONY: help deps bootstrap lock lint docs sanity units integration images repos molecule test site site-loop site-ci lab lab-down lab-test lab-gang lab-gang-fix bench bench-run clean build changelog ee timings
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -142,6 +142,9 @@ lab-test: bootstrap images repos ## End-to-end tests on a lab of their own: lab,
 
 lab-gang: bootstrap images repos ## Only the gang test on the lab's Volcano
 	pytest tests/lab/test_gang.py
+
+lab-gang-fix: bootstrap images repos ## The gang test on a lab running the scheduler with tools/upstream/volcano's patches
+	GPUFLEET_LAB_VOLCANO_FIX=1 pytest tests/lab/test_gang.py
 
 # The run's start, before any install or build, and which caches it found: bench.py records them in
 # docs/benchmarks/run.json, so the page states what a cold or a warm `make bench` took.

@@ -1,4 +1,10 @@
-"""One local lab for all end-to-end lab tests (session scope), brought up from scratch and torn down at the end."""
+"""One local lab for all end-to-end lab tests (session scope), brought up from scratch and torn down at the end.
+
+With GPUFLEET_LAB_VOLCANO_FIX=1 (`make lab-gang-fix`) the lab runs Volcano's scheduler built with
+tools/upstream/volcano's patches, as a site deploys it (the scheduler Deployment's image tag), instead of the stock
+release: the tests then check that the patched scheduler and the real plugin work together. `make test` runs the
+stock release only.
+"""
 
 import json
 import os
@@ -10,7 +16,7 @@ import sys
 import pytest
 from kubernetes import client, config, utils
 
-from gpufleet_lab import controller, procs
+from gpufleet_lab import controller, images, procs
 from labkit import GPU_NODES, wait_for
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -21,9 +27,12 @@ LAB = [sys.executable, str(ROOT / "tools" / "lab" / "lab.py")]
 def lab(tmp_path_factory):
     labdir = tmp_path_factory.mktemp("lab") / "state"
     env = dict(os.environ, GPUFLEET_LAB_DIR=str(labdir))
-    subprocess.run(LAB + ["up"], env=env, check=True)
+    volcano_fix = os.environ.get("GPUFLEET_LAB_VOLCANO_FIX") == "1"
+    subprocess.run(LAB + ["up"] + (["--volcano-fix"] if volcano_fix else []), env=env, check=True)
     state = json.loads((labdir / "state.json").read_text())
     try:
+        if volcano_fix:
+            _run_patched_scheduler(labdir)
         yield {"dir": labdir, "env": env, "state": state,
                "api": config.new_client_from_config(str(labdir / "kubeconfig"))}
     finally:
@@ -36,6 +45,22 @@ def lab(tmp_path_factory):
         # Nothing the lab started may survive it (same PID and start time), and its state is gone.
         assert not [c["pid"] for c in started if c["started"] and procs.running(c["pid"], c["started"])]
         assert not labdir.exists()
+
+
+def _run_patched_scheduler(labdir):
+    """Point the scheduler Deployment at the patched build's tag and wait until the lab runs that build."""
+    apps = client.AppsV1Api(config.new_client_from_config(str(labdir / "kubeconfig")))
+    deploy = apps.read_namespaced_deployment("volcano-scheduler", "volcano-system")
+    container = deploy.spec.template.spec.containers[0]
+    tag = images.volcano_version() + images.VOLCANO_FIX_SUFFIX
+    apps.patch_namespaced_deployment("volcano-scheduler", "volcano-system", {"spec": {"template": {"spec": {
+        "containers": [{"name": container.name, "image": container.image.rsplit(":", 1)[0] + ":" + tag}]}}}})
+
+    def patched_running():
+        child = json.loads((labdir / "children.json").read_text()).get("vc-scheduler") or {}
+        return (child.get("build") == "volcano-fix" and bool(child.get("pid"))
+                and procs.running(child["pid"], child.get("started"))) or child
+    wait_for(patched_running, 120, "the lab runs the patched scheduler")
 
 
 LOG_TAILS = (("lab-controller.log", 60), ("vc-scheduler.log", 40), ("lab-devicemanager-rig01.log", 20),

@@ -12,7 +12,8 @@ source "$root/tools/lab/goproxy.sh"
 group=$root/tools/lab/volcano
 modfile=$(python3 "$root/tools/upstream/patched_module.py" "$group" volcano.sh/volcano "$here/patches" \
   "$cache/upstream/volcano")
-packages=(volcano.sh/volcano/pkg/scheduler/api volcano.sh/volcano/pkg/scheduler/api/devices/nvidia/vgpu)
+packages=(volcano.sh/volcano/pkg/scheduler/api volcano.sh/volcano/pkg/scheduler/api/devices/nvidia/vgpu
+  volcano.sh/volcano/pkg/scheduler/plugins/predicates volcano.sh/volcano/pkg/scheduler/cache)
 cd "$group"
 if [ "${1:-}" = --bench ]; then
   go test -modfile="$modfile" -run '^$' -bench . -benchmem -count 5 "${packages[@]}" | tee "$2"
