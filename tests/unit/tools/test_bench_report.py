@@ -459,15 +459,54 @@ def _waits(patches=1000, patch_s=24.0, allocate_share=0.9, window=30.0):
             "POST requests": {"count": 0, "seconds": 0.0, "mean_ms": None, "share": 0.0}}
 
 
+PATCHES = ["0001-vgpu-index.patch", "0002-api-clone.patch", "0003-vgpu-binding.patch"]
+
+
+def _kept_fixed(nodes, patches, bound, seconds, ratio, patch_count):
+    """A kept run's JSON of the fixed variant alone on `nodes` nodes, built with `patches`."""
+    waits = _waits(patches=max(patch_count, 1), patch_s=0.1, window=seconds)
+    waits["PATCH requests"]["count"] = patch_count
+    variant = {"variant": "fixed", "label": "patched", "vgpu_to_plain": ratio,
+               "lab": {"scheduler_build": "volcano-fix", "volcano_fix": {"patches": list(patches)}},
+               "throughput": {"pods": bound, "bound": bound, "bind_seconds": seconds, "pods_per_s": bound / seconds,
+                              "scheduler_waits": waits}}
+    return {"runs": [{"nodes": nodes, "variants": [variant]}], "_file": "b3-waits-binding-%d.json" % nodes,
+            "versions": VERSIONS, "source": SOURCE, "machine": b3_data(10000, 40.0, 100.0)["machine"]}
+
+
+def test_b3_later_patches_are_told_apart_from_the_tables_build():
+    """Runs of a scheduler with a patch more than the page's B3 table measured get a sentence of their own, and do not
+    replace the table build's measured PATCH waits."""
+    older = _kept_fixed(1000, PATCHES[:2], 10000, 449.0, 0.28, 10000)
+    newer = [_kept_fixed(100, PATCHES, 1000, 8.0, 0.61, 0), _kept_fixed(1000, PATCHES, 10000, 150.0, 0.45, 0)]
+    sentence = report._patch_waits([older] + newer, tuple(PATCHES[:2]))  # pylint: disable=protected-access
+    assert "while it bound 10000 pods in 449 s" in sentence and "10000 PATCH requests" in sentence
+    later = report._later_patches([older] + newer, tuple(PATCHES[:2]))  # pylint: disable=protected-access
+    assert later.startswith("With `0003-vgpu-binding.patch` as well, measured in runs of their own")
+    assert ("on 100 nodes (`b3-waits-binding-100.json`) it bound 1000 in 8 s, 0.61 of the plain-pod rate, with 0 "
+            "PATCH requests while they bound; on 1000 nodes (`b3-waits-binding-1000.json`) it bound 10000 in 150 s, "
+            "0.45 of the plain-pod rate") in later
+    assert "Against the goal of 0.5: not met on the sizes measured" in later
+    newer[1]["runs"][0]["variants"][0]["vgpu_to_plain"] = 0.52
+    assert "Against the goal of 0.5: met" in report._later_patches(  # pylint: disable=protected-access
+        newer, tuple(PATCHES[:2]))
+    # Nothing newer than the table's build: no sentence.
+    assert report._later_patches([older], tuple(PATCHES[:2])) == ""  # pylint: disable=protected-access
+    table = report.b3_waits(newer)["b3_waits"]
+    assert "| 100 | fixed | 0001 to 0003 | 1000 in 8 s | 0.61 |" in table
+
+
 def test_b3_waits_table_and_the_measured_patch_sentence():
     data = b3_data(10000, 40.0, 100.0)
     fixed = data["runs"][0]["variants"][1]          # 100 nodes
     fixed["throughput"].update(bind_seconds=30.0, scheduler_waits=_waits())
+    fixed["lab"] = {"scheduler_build": "volcano-fix", "volcano_fix": {"patches": PATCHES[:2]}}
     data.update(versions=VERSIONS, source=SOURCE, _file="b3-waits-100.json")
     table = report.b3_waits([data])["b3_waits"]
     assert "Scheduler waits (b3-waits-100.json): 2026-12-03 10:00 UTC" in table
-    assert "| 100 | fixed | 1000 in 30 s | 30: 30.0 s (100%, 1000.0 ms each) | 30: 27.0 s (90%, 900.0 ms each) | " \
-           "1000: 24.0 s (80%, 24.0 ms each) | 0: 0.0 s (0%) |" in table
+    assert "| 100 | fixed | 0001 to 0002 | 1000 in 30 s | %.2f | 30: 30.0 s (100%%, 1000.0 ms each) | " \
+           "30: 27.0 s (90%%, 900.0 ms each) | 1000: 24.0 s (80%%, 24.0 ms each) | 0: 0.0 s (0%%) |" \
+           % fixed["vgpu_to_plain"] in table
     # The stock run recorded none: no row.
     assert "| 100 | stock |" not in table
     sentence = report._patch_waits([data])  # pylint: disable=protected-access
