@@ -619,7 +619,7 @@ def b3_causes(data, sweeps=None, waits=None):
                            "none" if round(quiet_level) == 0 else "at most %.0f%%" % quiet_level))
     if fixed:
         f = fixed["throughput"]
-        text = "With the two patches of `tools/upstream/volcano`"
+        text = "With %s of `tools/upstream/volcano`" % _patch_words(_patches(fixed))
         reset, node = _shares(fixed, "vGPU metrics reset"), _shares(fixed, "node updates")
         if reset and node:
             text += (" the metric reset took %s of the samples and the node updates %s"
@@ -644,8 +644,10 @@ def b3_causes(data, sweeps=None, waits=None):
         samples = [p["samples_s"] / p["duration_s"] for p in f.get("profiles") or [] if p.get("duration_s")]
         predicates, collect = _shares(fixed, "allocate: predicates"), _shares(fixed, "garbage collection")
         if samples and predicates and collect:
-            text = ("What remains is not CPU: in its profiles the patched scheduler used %.2f to %.2f of a core, of "
-                    "the machine's %d (allocate's predicates %s of the samples, Go's garbage collection %s)." % (
+            # Below three quarters of a core the scheduler's own CPU is not what it waits for.
+            text = ("%sn its profiles the patched scheduler used %.2f to %.2f of a core, of the machine's %d "
+                    "(allocate's predicates %s of the samples, Go's garbage collection %s)." % (
+                        "What remains is not the scheduler's CPU: i" if max(samples) < 0.75 else "I",
                         min(samples), max(samples), data["machine"]["cpus"], _span(predicates), _span(collect)))
             small = [(r["nodes"], _find(rows, r["nodes"], B3_STOCK), _find(rows, r["nodes"], B3_FIXED), r.get("plain"))
                      for r in rows if r["nodes"] < nodes]
@@ -656,11 +658,15 @@ def b3_causes(data, sweeps=None, waits=None):
                          "%.0f pods a second against %.0f plain pods." % (
                              size, small_stock["throughput"]["pods_per_s"], small_fixed["throughput"]["pods_per_s"],
                              plain["pods_per_s"]))
-            text += (" What only vGPU pods wait for, one after another within a session, is the API round trip that "
-                     "`GPUDevices.Allocate` makes for every one of them (it PATCHes the pod's device annotations "
-                     "before the bind); a CPU profile does not show time spent waiting.")
-            measured = _patch_waits(waits, _patches(fixed))
-            text += (" %s" % measured if measured else " This is read from the code, not measured here.")
+            carried = _carried(f)
+            if carried:
+                text += " %s" % carried
+            else:
+                text += (" What only vGPU pods wait for, one after another within a session, is the API round trip "
+                         "that `GPUDevices.Allocate` makes for every one of them (it PATCHes the pod's device "
+                         "annotations before the bind); a CPU profile does not show time spent waiting.")
+                measured = _patch_waits(waits, _patches(fixed))
+                text += (" %s" % measured if measured else " This is read from the code, not measured here.")
             bullets.append(text)
     later = _later_patches(waits, _patches(fixed)) if fixed else ""
     if later:
@@ -697,9 +703,36 @@ def _patches(variant):
     return tuple((lab.get("volcano_fix") or {}).get("patches") or ())
 
 
+def _patch_words(patches):
+    """How the page names a build's patches: "the patches 0001 to 0003", "the patch 0001", "the patches"."""
+    if not patches:
+        return "the patches"
+    return "the patch%s %s" % ("es" * (len(patches) > 1), _patch_label(patches))
+
+
+def _carried(throughput):
+    """When the patched scheduler sent (almost) no pod PATCH while its vGPU pods bound - the allocation's annotations
+    went with the binds - what its own histograms show instead; "" otherwise or when not recorded."""
+    waits = throughput.get("scheduler_waits") or {}
+    patch, allocate, post = (waits.get(label) or {} for label in ("PATCH requests", "allocate action",
+                                                                  "POST requests"))
+    if not patch or not allocate.get("count") or patch.get("count", 0) >= 0.01 * throughput["bound"]:
+        return ""
+    text = ("Its scheduler sent %d pod PATCH requests while its %d vGPU pods bound: the allocation's annotations went "
+            "with the binds. Its allocate action ran %.0f%% of the binding window" % (
+                patch["count"], throughput["bound"], 100 * (allocate.get("share") or 0)))
+    if post.get("count"):
+        text += ("; the binds, sent apart from the session by the cache's goroutines, were %d POST requests of %.1f ms "
+                 "each on average, overlapping" % (post["count"], post.get("mean_ms") or 0))
+    return text + "."
+
+
 def _patch_label(patches):
-    return "%s to %s" % (patches[0][:4], patches[-1][:4]) if len(patches) > 1 else (
-        patches[0][:4] if patches else "none")
+    """The patches by number: "none", "0001", "0001 and 0002", "0001 to 0003"."""
+    numbers = [name[:4] for name in patches]
+    if len(numbers) > 2:
+        return "%s to %s" % (numbers[0], numbers[-1])
+    return " and ".join(numbers) or "none"
 
 
 def _patch_waits(runs, patches=None):
@@ -866,6 +899,9 @@ def figures(out, current=None):
     waits += _kept(out, "b3-waits*.json")
     values["b3_causes"] = b3_causes(data["b3-scale"], data["b3-settings"], waits)
     values.update(b3_waits(waits))
+    fixed = [v for r in (data["b3-scale"] or {}).get("runs", []) for v in _b3_variants(r) if _patches(v)]
+    values["b3_fix_patches"] = ("Volcano v1.15.1 with %s of" % _patch_words(_patches(fixed[0])) if fixed
+                                else "Volcano v1.15.1 with the commits of")
     return values
 
 

@@ -414,8 +414,27 @@ def test_b3_causes_read_every_figure_from_the_run():
     assert "the metric reset took 0% of the samples and the node updates 1%" in text
     assert "where the stock scheduler had bound 2000 in the same 100 s" in text
     assert "bound 10000 in 80 s: removing the updates at their source helps at least as much as the patches do" in text
-    assert "used 0.55 to 0.55 of a core, of the machine's 2 (allocate's predicates 37%" in text
+    assert "What remains is not the scheduler's CPU: in its profiles the patched scheduler used 0.55 to 0.55 of a " \
+           "core, of the machine's 2 (allocate's predicates 37%" in text
     assert "On 100 nodes stock and patched bound 20 and 60 pods a second against 100 plain pods" in text
+    # No histograms recorded: the PATCH round trip is read from the code and says so.
+    assert "`GPUDevices.Allocate` makes for every one of them" in text and "not measured here" in text
+
+    # A patched build that sent the annotations with the binds: its own histograms say so, not the round trip.
+    fixed["lab"] = {"scheduler_build": "volcano-fix", "volcano_fix": {"patches": PATCHES}}
+    waits = _waits(patches=1, patch_s=0.01, window=100.0)
+    waits["PATCH requests"]["count"] = 0
+    waits["POST requests"] = {"count": 10020, "seconds": 900.0, "mean_ms": 89.8, "share": 9.0}
+    fixed["throughput"].update(scheduler_waits=waits, profiles=[dict(fixed["throughput"]["profiles"][0],
+                                                                      samples_s=27.0)])
+    text = report.b3_causes(data, [sweep])
+    assert "With the patches 0001 to 0003 of `tools/upstream/volcano` the metric reset" in text
+    assert "In its profiles the patched scheduler used 0.90 to 0.90 of a core" in text and "not the sch" not in text
+    assert ("Its scheduler sent 0 pod PATCH requests while its 10000 vGPU pods bound: the allocation's annotations "
+            "went with the binds. Its allocate action ran 90% of the binding window; the binds, sent apart from the "
+            "session by the cache's goroutines, were 10020 POST requests of 89.8 ms each on average, "
+            "overlapping.") in text
+    assert "`GPUDevices.Allocate` makes for every one of them" not in text
 
 
 def test_b3_causes_claim_nothing_the_run_lacks():
@@ -504,7 +523,7 @@ def test_b3_waits_table_and_the_measured_patch_sentence():
     data.update(versions=VERSIONS, source=SOURCE, _file="b3-waits-100.json")
     table = report.b3_waits([data])["b3_waits"]
     assert "Scheduler waits (b3-waits-100.json): 2026-12-03 10:00 UTC" in table
-    assert "| 100 | fixed | 0001 to 0002 | 1000 in 30 s | %.2f | 30: 30.0 s (100%%, 1000.0 ms each) | " \
+    assert "| 100 | fixed | 0001 and 0002 | 1000 in 30 s | %.2f | 30: 30.0 s (100%%, 1000.0 ms each) | " \
            "30: 27.0 s (90%%, 900.0 ms each) | 1000: 24.0 s (80%%, 24.0 ms each) | 0: 0.0 s (0%%) |" \
            % fixed["vgpu_to_plain"] in table
     # The stock run recorded none: no row.
