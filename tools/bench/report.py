@@ -644,10 +644,8 @@ def b3_causes(data, sweeps=None, waits=None):
         samples = [p["samples_s"] / p["duration_s"] for p in f.get("profiles") or [] if p.get("duration_s")]
         predicates, collect = _shares(fixed, "allocate: predicates"), _shares(fixed, "garbage collection")
         if samples and predicates and collect:
-            # Below three quarters of a core the scheduler's own CPU is not what it waits for.
-            text = ("%sn its profiles the patched scheduler used %.2f to %.2f of a core, of the machine's %d "
+            text = ("In its profiles the patched scheduler used %.2f to %.2f of a core, of the machine's %d "
                     "(allocate's predicates %s of the samples, Go's garbage collection %s)." % (
-                        "What remains is not the scheduler's CPU: i" if max(samples) < 0.75 else "I",
                         min(samples), max(samples), data["machine"]["cpus"], _span(predicates), _span(collect)))
             small = [(r["nodes"], _find(rows, r["nodes"], B3_STOCK), _find(rows, r["nodes"], B3_FIXED), r.get("plain"))
                      for r in rows if r["nodes"] < nodes]
@@ -722,9 +720,15 @@ def _carried(throughput):
             "with the binds. Its allocate action ran %.0f%% of the binding window" % (
                 patch["count"], throughput["bound"], 100 * (allocate.get("share") or 0)))
     if post.get("count"):
-        text += ("; the binds, sent apart from the session by the cache's goroutines, were %d POST requests of %.1f ms "
-                 "each on average, overlapping" % (post["count"], post.get("mean_ms") or 0))
-    return text + "."
+        text += ("; its POST requests (the binds and their events, sent apart from the session) were %d, %.1f ms each "
+                 "on average, overlapping" % (post["count"], post.get("mean_ms") or 0))
+    text += "."
+    if (allocate.get("share") or 0) >= 0.9:
+        text += (" With no request left to wait for inside the session, what limits the rate that remains is the "
+                 "allocate action's own work, which the profiles above show: the predicates it runs over the nodes "
+                 "for each pod and the garbage collection of what they allocate, on a machine whose CPUs it shares "
+                 "with the API server, etcd and kwok.")
+    return text
 
 
 def _patch_label(patches):
