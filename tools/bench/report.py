@@ -769,7 +769,7 @@ def _later_patches(runs, patches):
              and _patches(v)[:len(patches)] == tuple(patches)]
     if not found:
         return ""
-    added = sorted({name for _, _, v in found for name in _patches(v)[len(patches):]})
+    added = sorted({name for entry in found for name in _patches(entry[2])[len(patches):]})
     sizes = []
     for nodes, name, run in sorted(found, key=lambda entry: entry[0]):
         t = run["throughput"]
@@ -777,7 +777,8 @@ def _later_patches(runs, patches):
         sizes.append("on %d nodes (`%s`) it bound %s, %s of the plain-pod rate%s" % (
             nodes, name, _bound(t), "%.2f" % run["vgpu_to_plain"] if run.get("vgpu_to_plain") is not None else
             "no measure", "" if not patch else ", with %d PATCH requests while they bound" % patch.get("count", 0)))
-    met = all(_all_bound(run["throughput"]) and (run.get("vgpu_to_plain") or 0) >= B3_GOAL for _, _, run in found)
+    met = all(_all_bound(entry[2]["throughput"]) and (entry[2].get("vgpu_to_plain") or 0) >= B3_GOAL
+              for entry in found)
     return ("With %s as well, measured in runs of their own (their machines and commits below): %s. Against the goal "
             "of %.1f: %s on the sizes measured. The page's B3 table above is not from this build: the next `make "
             "bench` measures it there." % (", ".join("`%s`" % name for name in added), "; ".join(sizes), B3_GOAL,

@@ -425,8 +425,8 @@ def test_b3_causes_read_every_figure_from_the_run():
     waits = _waits(patches=1, patch_s=0.01, window=100.0)
     waits["PATCH requests"]["count"] = 0
     waits["POST requests"] = {"count": 10020, "seconds": 900.0, "mean_ms": 89.8, "share": 9.0}
-    fixed["throughput"].update(scheduler_waits=waits, profiles=[dict(fixed["throughput"]["profiles"][0],
-                                                                      samples_s=27.0)])
+    profile = dict(fixed["throughput"]["profiles"][0], samples_s=27.0)
+    fixed["throughput"].update(scheduler_waits=waits, profiles=[profile])
     text = report.b3_causes(data, [sweep])
     assert "With the patches 0001 to 0003 of `tools/upstream/volcano` the metric reset" in text
     assert "In its profiles the patched scheduler used 0.90 to 0.90 of a core" in text
