@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client, config, utils
 
 from gpufleet_lab import controller, images, procs
-from labkit import GPU_NODES, wait_for
+from labkit import GPU_NODES, children, wait_for
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LAB = [sys.executable, str(ROOT / "tools" / "lab" / "lab.py")]
@@ -57,7 +57,7 @@ def _run_patched_scheduler(labdir):
         "containers": [{"name": container.name, "image": container.image.rsplit(":", 1)[0] + ":" + tag}]}}}})
 
     def patched_running():
-        child = json.loads((labdir / "children.json").read_text()).get("vc-scheduler") or {}
+        child = children({"dir": labdir}).get("vc-scheduler") or {}
         return (child.get("build") == "volcano-fix" and bool(child.get("pid"))
                 and procs.running(child["pid"], child.get("started"))) or child
     wait_for(patched_running, 120, "the lab runs the patched scheduler")

@@ -666,9 +666,6 @@ def b3_causes(data, sweeps=None, waits=None):
                 measured = _patch_waits(waits, _patches(fixed))
                 text += (" %s" % measured if measured else " This is read from the code, not measured here.")
             bullets.append(text)
-    later = _later_patches(waits, _patches(fixed)) if fixed else ""
-    if later:
-        bullets.append(later)
     return "\n".join("- %s" % bullet for bullet in bullets)
 
 
@@ -758,31 +755,6 @@ def _patch_waits(runs, patches=None):
             "%.1f ms each." % (nodes, name, t["bound"], t["bind_seconds"], 100 * (allocate.get("share") or 0),
                                patch["count"], patch["seconds"], 100 * (patch.get("share") or 0),
                                patch.get("mean_ms") or 0))
-
-
-def _later_patches(runs, patches):
-    """What the runs of a scheduler with more patches than `patches` (the page's B3 table's build) measured, kept
-    beside make bench's: the patches, and per fleet size the vGPU pods bound, the rate against plain pods and the
-    PATCH requests the scheduler still made while they bound."""
-    found = [(r["nodes"], data.get("_file", ""), v) for data in runs or [] for r in data["runs"]
-             for v in _b3_variants(r) if v["variant"] == B3_FIXED and len(_patches(v)) > len(patches)
-             and _patches(v)[:len(patches)] == tuple(patches)]
-    if not found:
-        return ""
-    added = sorted({name for entry in found for name in _patches(entry[2])[len(patches):]})
-    sizes = []
-    for nodes, name, run in sorted(found, key=lambda entry: entry[0]):
-        t = run["throughput"]
-        patch = (t.get("scheduler_waits") or {}).get("PATCH requests") or {}
-        sizes.append("on %d nodes (`%s`) it bound %s, %s of the plain-pod rate%s" % (
-            nodes, name, _bound(t), "%.2f" % run["vgpu_to_plain"] if run.get("vgpu_to_plain") is not None else
-            "no measure", "" if not patch else ", with %d PATCH requests while they bound" % patch.get("count", 0)))
-    met = all(_all_bound(entry[2]["throughput"]) and (entry[2].get("vgpu_to_plain") or 0) >= B3_GOAL
-              for entry in found)
-    return ("With %s as well, measured in runs of their own (their machines and commits below): %s. Against the goal "
-            "of %.1f: %s on the sizes measured. The page's B3 table above is not from this build: the next `make "
-            "bench` measures it there." % (", ".join("`%s`" % name for name in added), "; ".join(sizes), B3_GOAL,
-                                           "met" if met else "not met"))
 
 
 def b3_waits(runs):

@@ -494,24 +494,14 @@ def _kept_fixed(nodes, patches, bound, seconds, ratio, patch_count):
             "versions": VERSIONS, "source": SOURCE, "machine": b3_data(10000, 40.0, 100.0)["machine"]}
 
 
-def test_b3_later_patches_are_told_apart_from_the_tables_build():
-    """Runs of a scheduler with a patch more than the page's B3 table measured get a sentence of their own, and do not
-    replace the table build's measured PATCH waits."""
+def test_b3_patch_waits_come_from_the_tables_build_only():
+    """A kept run of another patch set does not stand for the page's B3 build's PATCH waits; the waits table names
+    each run's patches."""
     older = _kept_fixed(1000, PATCHES[:2], 10000, 449.0, 0.28, 10000)
     newer = [_kept_fixed(100, PATCHES, 1000, 8.0, 0.61, 0), _kept_fixed(1000, PATCHES, 10000, 150.0, 0.45, 0)]
     sentence = report._patch_waits([older] + newer, tuple(PATCHES[:2]))  # pylint: disable=protected-access
     assert "while it bound 10000 pods in 449 s" in sentence and "10000 PATCH requests" in sentence
-    later = report._later_patches([older] + newer, tuple(PATCHES[:2]))  # pylint: disable=protected-access
-    assert later.startswith("With `0003-vgpu-binding.patch` as well, measured in runs of their own")
-    assert ("on 100 nodes (`b3-waits-binding-100.json`) it bound 1000 in 8 s, 0.61 of the plain-pod rate, with 0 "
-            "PATCH requests while they bound; on 1000 nodes (`b3-waits-binding-1000.json`) it bound 10000 in 150 s, "
-            "0.45 of the plain-pod rate") in later
-    assert "Against the goal of 0.5: not met on the sizes measured" in later
-    newer[1]["runs"][0]["variants"][0]["vgpu_to_plain"] = 0.52
-    assert "Against the goal of 0.5: met" in report._later_patches(  # pylint: disable=protected-access
-        newer, tuple(PATCHES[:2]))
-    # Nothing newer than the table's build: no sentence.
-    assert report._later_patches([older], tuple(PATCHES[:2])) == ""  # pylint: disable=protected-access
+    assert report._patch_waits(newer, tuple(PATCHES[:2])) == ""  # pylint: disable=protected-access
     table = report.b3_waits(newer)["b3_waits"]
     assert "| 100 | fixed | 0001 to 0003 | 1000 in 8 s | 0.61 |" in table
 
