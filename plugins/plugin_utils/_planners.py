@@ -250,6 +250,10 @@ def volcano(options, context):
     threads = options.get("volcano_scheduler_node_worker_threads")
     if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 100:
         errors.append("volcano_scheduler_node_worker_threads must be an integer from 1 to 100, got %r" % (threads,))
+    percentage = options.get("volcano_scheduler_percentage_nodes_to_find", 0)
+    if isinstance(percentage, bool) or not isinstance(percentage, int) or not 0 <= percentage <= 100:
+        errors.append("volcano_scheduler_percentage_nodes_to_find must be an integer from 0 (Volcano's adaptive share) "
+                      "to 100, got %r" % (percentage,))
     errors += chart_values_errors(options.get("volcano_chart_values") or {})
     # The scheduler's image tag: what runs deviceshare, and what the version check pairs with the plugin's.
     tag_variable = "volcano_scheduler_image_tag" if options.get("volcano_scheduler_image_tag") else "volcano_image_tag"
@@ -269,6 +273,7 @@ OWNED_CHART_VALUES = {
     ("custom", "scheduler_podLabels"): "nothing: the role labels the scheduler's pods to roll them",
     ("custom", "scheduler_node_worker_threads"): "volcano_scheduler_node_worker_threads",
     ("custom", "scheduler_log_level"): "volcano_scheduler_log_level",
+    ("custom", "scheduler_percentage_nodes_to_find"): "volcano_scheduler_percentage_nodes_to_find",
     ("custom", "default_ns"): "volcano_node_selector",
     ("custom", "default_tolerations"): "volcano_tolerations",
     ("custom", "default_affinity"): "volcano_affinity",

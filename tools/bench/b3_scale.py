@@ -71,26 +71,48 @@ VARIANTS = {
                      "plugin_register": "on-change"},
 }
 DEFAULT_VARIANTS = ("stock", "fixed", "quiet-plugin")
-SWEEP = re.compile(r"^w(?P<workers>\d+)-v(?P<level>\d+)$")  # w1-v2: 1 node worker thread, log level 2
+# The scheduler settings a variant may add, each a volcano role variable: w1-v2 is 1 node worker thread at log level 2;
+# p10 has the scheduler look for 10% of the nodes (at least Volcano's 100) that fit a pod, instead of its adaptive
+# share (50% minus 1% per 125 nodes, at least 5%).
+SETTINGS = {"w": "volcano_scheduler_node_worker_threads", "v": "volcano_scheduler_log_level",
+            "p": "volcano_scheduler_percentage_nodes_to_find"}
+SETTING = re.compile(r"^(?P<key>[wvp])(?P<value>\d+)$")
+
+
+def setting_label(key, value):
+    if key == "w":
+        return "%d node worker thread%s" % (value, "" if value == 1 else "s")
+    if key == "v":
+        return "log level %d" % value
+    return "%d%% of the nodes found per pod" % value
 
 
 def variant(name):
-    """{label, vars, plugin_register} of a variant name: one of VARIANTS, or w<threads>-v<level> (the scheduler's
-    --node-worker-threads and -v, the volcano role's volcano_scheduler_node_worker_threads and _log_level)."""
-    match = SWEEP.match(name)
-    if match:
-        workers, level = int(match.group("workers")), int(match.group("level"))
-        found = {"label": "stock images, %d node worker thread%s, log level %d" % (
-            workers, "" if workers == 1 else "s", level),
-            "vars": {"volcano_scheduler_node_worker_threads": workers, "volcano_scheduler_log_level": level}}
+    """{label, vars, plugin_register} of a variant name: one of VARIANTS, settings (w<threads>-v<level>-p<percent>,
+    any of them, e.g. w1-v2 or p10: the stock images with those settings), or both joined by '+' (fixed+p10)."""
+    if "+" in name:
+        base, _sep, settings = name.partition("+")
     elif name in VARIANTS:
-        found = dict(VARIANTS[name])
+        base, settings = name, ""
     else:
-        raise SystemExit("unknown B3 variant %r (allowed: %s, or w<threads>-v<level>)" % (name, ", ".join(VARIANTS)))
-    extra = dict(found.get("vars", {}), volcano_chart_values=PPROF)
+        base, settings = "stock", name
+    allowed = ("allowed: %s; settings w<node worker threads>-v<log level>-p<percentage of nodes to find>, any of "
+               "them, alone or after a variant and '+', e.g. fixed+p10" % ", ".join(VARIANTS))
+    if base not in VARIANTS or (base != name and not settings):
+        raise SystemExit("unknown B3 variant %r (%s)" % (name, allowed))
+    found = dict(VARIANTS[base])
+    extra, labels = dict(found.get("vars", {})), []
+    for token in settings.split("-") if settings else ():
+        match = SETTING.match(token)
+        if not match:
+            raise SystemExit("unknown B3 variant %r: %r is no setting (%s)" % (name, token, allowed))
+        extra[SETTINGS[match.group("key")]] = int(match.group("value"))
+        labels.append(setting_label(match.group("key"), int(match.group("value"))))
+    label = found["label"] if not labels else "%s, %s" % (
+        found["label"].replace(", the role's settings", ""), ", ".join(labels))
+    extra = dict(extra, volcano_chart_values=PPROF)
     extra.setdefault("volcano_scheduler_image_tag", "")
-    return {"name": name, "label": found["label"], "vars": extra,
-            "plugin_register": found.get("plugin_register", "periodic")}
+    return {"name": name, "label": label, "vars": extra, "plugin_register": found.get("plugin_register", "periodic")}
 
 
 GROUP_SIZE = 100
@@ -165,13 +187,15 @@ class BoundPods(threading.Thread):
     def __init__(self, api, namespace, expected):
         super().__init__(daemon=True)
         self.core, self.namespace, self.expected = client.CoreV1Api(api), namespace, expected
-        self.bound, self.version, self.error, self.done = set(), None, None, threading.Event()
+        # pod name -> its node: how many nodes the pods took tells how tightly the scheduler packed them.
+        self.bound, self.version, self.error, self.done = {}, None, None, threading.Event()
         self.all_bound_at = None  # taken as the event arrives: 100 pods bind in well under the poll's 0.5 s
         self.failures = 0
 
     def saw(self, pod):
-        if (pod.get("spec") or {}).get("nodeName"):
-            self.bound.add(pod["metadata"]["name"])
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            self.bound[pod["metadata"]["name"]] = node
             if self.all_bound_at is None and len(self.bound) >= self.expected:
                 self.all_bound_at = time.time()
 
@@ -206,6 +230,9 @@ class BoundPods(threading.Thread):
         if self.error:
             raise RuntimeError("counting the bound pods of %s failed: %s" % (self.namespace, self.error))
         return len(self.bound)
+
+    def nodes_used(self):
+        return len(set(list(self.bound.values())))  # list(): one step under the GIL while the watch adds
 
 
 class NodeUpdates(threading.Thread):
@@ -450,7 +477,7 @@ def throughput(api, core, count, limits, namespace, deadline=BIND_DEADLINE_S, pr
         timeline.append([round(span, 1), bound])
     result = {"pods": count, "bound": bound, "create_seconds": round(created, 1), "all_bound": bound >= count,
               "bind_seconds": round(span, 1), "pods_per_s": round(bound / span, 2) if span else None,
-              "deadline_s": deadline, "timeline": timeline}
+              "deadline_s": deadline, "timeline": timeline, "nodes_used": counter.nodes_used()}
     if probe:
         result.update(probe.result(span))
     return result

@@ -425,13 +425,26 @@ def _ratio(run):
     return "%.2f" % run["vgpu_to_plain"] if run.get("vgpu_to_plain") is not None else "-"
 
 
+def _packing(row, run):
+    """Nodes holding the bound vGPU pods, and the fewest that could (each node has row's vGPUs / nodes)."""
+    used = run["throughput"].get("nodes_used")
+    if used is None:
+        return "-"
+    per_node = row["vgpus"] // row["nodes"]
+    return "%d (%d)" % (used, -(-run["throughput"]["bound"] // per_node))
+
+
 def b3_variant_table(rows):
+    runs = [(r, v) for r in rows for v in _b3_variants(r)]
+    # Runs before the nodes were counted leave the column out rather than fill it with dashes.
+    packing = any("nodes_used" in v["throughput"] for _r, v in runs)
     return _table(
         ["nodes", "variant", "vGPU pods bound", "vGPU binds/s", "vGPU / plain", "Node updates/s while binding "
-         "(by what changed)", "scheduler CPU (cores)", "applied in (s)"],
+         "(by what changed)", "scheduler CPU (cores)"] + (["nodes holding them (fewest possible)"] if packing else [])
+        + ["applied in (s)"],
         [[r["nodes"], v["variant"], _bound(v["throughput"]), v["throughput"]["pods_per_s"], _ratio(v),
-          _updates(v["throughput"]), _cores(v["throughput"]), v.get("apply_s", "-")]
-         for r in rows for v in _b3_variants(r)])
+          _updates(v["throughput"]), _cores(v["throughput"])] + ([_packing(r, v)] if packing else [])
+         + [v.get("apply_s", "-")] for r, v in runs])
 
 
 def _bound_during(profile, deadline):

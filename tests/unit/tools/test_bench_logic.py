@@ -1,6 +1,7 @@
 """Table tests for the pure parts of the benchmarks: the packing bound (CP-SAT), traces, placement figures."""
 
 import json
+import re
 
 import pytest
 
@@ -183,3 +184,33 @@ def test_scheduler_waits_are_what_its_histograms_added_during_the_window():
     assert found["allocate action"] == {"count": 30, "seconds": 27.0, "mean_ms": 900.0, "share": 0.9}
     assert found["PATCH requests"] == {"count": 1000, "seconds": 24.0, "mean_ms": 24.0, "share": 0.8}
     assert found["POST requests"] == {"count": 0, "seconds": 0.0, "mean_ms": None, "share": 0.0}
+
+
+@pytest.mark.parametrize("name, label, settings", [
+    ("stock", "stock images, the role's settings", {}),
+    ("w1-v2", "stock images, 1 node worker thread, log level 2",
+     {"volcano_scheduler_node_worker_threads": 1, "volcano_scheduler_log_level": 2}),
+    ("p10", "stock images, 10% of the nodes found per pod", {"volcano_scheduler_percentage_nodes_to_find": 10}),
+    ("fixed+p10", "scheduler with tools/upstream/volcano's patches, 10% of the nodes found per pod",
+     {"volcano_scheduler_percentage_nodes_to_find": 10, "volcano_scheduler_image_tag": b3_scale.FIX_TAG}),
+    ("quiet-plugin+w20", "stock images, the plugin writing its Node only when its registration changed, 20 node "
+     "worker threads", {"volcano_scheduler_node_worker_threads": 20}),
+])
+def test_b3_variant_names_compose_a_build_and_settings(name, label, settings):
+    found = b3_scale.variant(name)
+    assert found["label"] == label
+    assert {k: v for k, v in found["vars"].items() if v and k != "volcano_chart_values"} == settings
+    assert found["vars"]["volcano_chart_values"] == b3_scale.PPROF
+    assert found["plugin_register"] == ("on-change" if name.startswith("quiet-plugin") else "periodic")
+
+
+@pytest.mark.parametrize("name, needle", [
+    ("patched", "unknown B3 variant 'patched': 'patched' is no setting (allowed: stock, fixed, quiet-plugin; "),
+    ("patched+p10", "unknown B3 variant 'patched+p10' (allowed: stock, fixed, quiet-plugin; "),
+    ("fixed+", "unknown B3 variant 'fixed+' (allowed: "),
+    ("fixed+x3", "unknown B3 variant 'fixed+x3': 'x3' is no setting"),
+    ("w20-v", "unknown B3 variant 'w20-v': 'v' is no setting"),
+])
+def test_b3_variant_names_refused_name_what_is_allowed(name, needle):
+    with pytest.raises(SystemExit, match=re.escape(needle)):
+        b3_scale.variant(name)

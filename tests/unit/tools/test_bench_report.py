@@ -117,6 +117,16 @@ def test_b3_variants_table_names_what_the_scheduler_received():
     assert "- **fixed**: patched" in table
 
 
+def test_b3_variants_table_counts_the_nodes_holding_the_pods_when_the_run_did():
+    data = b3_data(10000, 40.0, 100.0)
+    data["runs"][1]["variants"][0]["throughput"]["nodes_used"] = 700
+    table = report.b3(data)["b3_variants"]
+    # 10000 pods of one vGPU each on nodes of 16 vGPUs: 625 nodes at the fewest.
+    assert "| 1000 | stock | 10000 in 100 s | 40.0 | 0.40 | 33.1 (handshake 3300, other 10) | 0.91 | 700 (625) | 10 |" in table
+    assert "| 1000 | fixed | 10000 in 100 s | 60.0 | 0.60 | 33.1 (handshake 3300, other 10) | 0.91 | - | 10 |" in table
+    assert "nodes holding them (fewest possible)" not in report.b3(b3_data(10000, 40.0, 100.0))["b3_variants"]
+
+
 def test_b3_profiles_show_the_focus_shares():
     data = b3_data(10000, 40.0, 100.0)
     data["runs"][1]["variants"][0]["throughput"]["profiles"] = [{

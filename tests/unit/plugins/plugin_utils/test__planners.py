@@ -71,6 +71,12 @@ BAD = [
     ("volcano", {"volcano_chart_version": ">=1.15"}, "volcano_chart_version must be an exact chart version such as "
                                                      "1.15.1, got '>=1.15'"),
     ("volcano", {"volcano_chart_repo_url": "http://charts.example.com"}, "must be https:// or oci://"),
+    ("volcano", {"volcano_scheduler_node_worker_threads": 0}, "volcano_scheduler_node_worker_threads must be an "
+                                                              "integer from 1 to 100, got 0"),
+    ("volcano", {"volcano_scheduler_percentage_nodes_to_find": 101}, "volcano_scheduler_percentage_nodes_to_find must "
+     "be an integer from 0 (Volcano's adaptive share) to 100, got 101"),
+    ("volcano", {"volcano_scheduler_percentage_nodes_to_find": "10%"}, "volcano_scheduler_percentage_nodes_to_find "
+     "must be an integer from 0 (Volcano's adaptive share) to 100, got '10%'"),
     ("gpu_verify", {"gpu_verify_xid_source": "kern.log"}, "gpu_verify_xid_source: 'kern.log' is none of auto, kmsg, "
      "journal or an absolute path"),
     ("gpu_verify", {"gpu_verify_health_interval": "0s"}, "gpu_verify_health_interval: '0s' is not a systemd time "
@@ -85,6 +91,9 @@ BAD = [
     ("volcano", {"volcano_chart_values": {"basic": {"image_tag_version": "v1.14.0"}}},
      "volcano_chart_values.basic.image_tag_version is set by the volcano role (checked, and the scheduler rolled on a "
      "change); set volcano_image_tag instead"),
+    ("volcano", {"volcano_chart_values": {"custom": {"scheduler_percentage_nodes_to_find": 10}}},
+     "volcano_chart_values.custom.scheduler_percentage_nodes_to_find is set by the volcano role (checked, and the "
+     "scheduler rolled on a change); set volcano_scheduler_percentage_nodes_to_find instead"),
     # what the GPUs cannot honour
     ("device_plugin", {"device_plugin_vgpu": {"split": 2, "filter_index": [7]}},
      "device_plugin_vgpu of node rig01 (host rig01): filter_index [7] beyond its 5 GPUs"),
