@@ -84,7 +84,7 @@ def setting_label(key, value):
         return "%d node worker thread%s" % (value, "" if value == 1 else "s")
     if key == "v":
         return "log level %d" % value
-    return "%d%% of the nodes found per pod" % value
+    return "%d%% of the nodes found per pod" % value if value else "Volcano's adaptive share of the nodes found per pod"
 
 
 def variant(name):

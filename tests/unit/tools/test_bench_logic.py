@@ -193,6 +193,8 @@ def test_scheduler_waits_are_what_its_histograms_added_during_the_window():
     ("p10", "stock images, 10% of the nodes found per pod", {"volcano_scheduler_percentage_nodes_to_find": 10}),
     ("fixed+p10", "scheduler with tools/upstream/volcano's patches, 10% of the nodes found per pod",
      {"volcano_scheduler_percentage_nodes_to_find": 10, "volcano_scheduler_image_tag": b3_scale.FIX_TAG}),
+    ("fixed+p0", "scheduler with tools/upstream/volcano's patches, Volcano's adaptive share of the nodes found per pod",
+     {"volcano_scheduler_image_tag": b3_scale.FIX_TAG}),
     ("quiet-plugin+w20", "stock images, the plugin writing its Node only when its registration changed, 20 node "
      "worker threads", {"volcano_scheduler_node_worker_threads": 20}),
 ])
@@ -202,6 +204,8 @@ def test_b3_variant_names_compose_a_build_and_settings(name, label, settings):
     assert {k: v for k, v in found["vars"].items() if v and k != "volcano_chart_values"} == settings
     assert found["vars"]["volcano_chart_values"] == b3_scale.PPROF
     assert found["plugin_register"] == ("on-change" if name.startswith("quiet-plugin") else "periodic")
+    if name.endswith("p0"):  # 0 is set, over the role's default
+        assert found["vars"]["volcano_scheduler_percentage_nodes_to_find"] == 0
 
 
 @pytest.mark.parametrize("name, needle", [
