@@ -434,16 +434,30 @@ def _packing(row, run):
     return "%d (%d)" % (used, -(-run["throughput"]["bound"] // per_node))
 
 
-def b3_variant_table(rows):
+def _sampling(run):
+    """The share of the nodes the scheduler looked for per pod, from the arguments its Deployment gave it."""
+    for arg in (run.get("lab") or {}).get("scheduler_args") or []:
+        if arg.startswith("--percentage-nodes-to-find="):
+            value = int(arg.split("=", 1)[1])
+            if value > 0:
+                return "%d%%" % value
+    return "adaptive"
+
+
+def b3_variant_table(rows, sampling=False):
+    """One row per variant run. sampling: a column with the share of the nodes its scheduler looked for per pod
+    (the settings sweeps, where a variant's name is relative to the role's defaults of the day)."""
     runs = [(r, v) for r in rows for v in _b3_variants(r)]
     # Runs before the nodes were counted leave the column out rather than fill it with dashes.
     packing = any("nodes_used" in v["throughput"] for _r, v in runs)
     return _table(
-        ["nodes", "variant", "vGPU pods bound", "vGPU binds/s", "vGPU / plain", "Node updates/s while binding "
-         "(by what changed)", "scheduler CPU (cores)"] + (["nodes holding them (fewest possible)"] if packing else [])
+        ["nodes", "variant"] + (["nodes found per pod"] if sampling else [])
+        + ["vGPU pods bound", "vGPU binds/s", "vGPU / plain", "Node updates/s while binding "
+           "(by what changed)", "scheduler CPU (cores)"] + (["nodes holding them (fewest possible)"] if packing else [])
         + ["applied in (s)"],
-        [[r["nodes"], v["variant"], _bound(v["throughput"]), v["throughput"]["pods_per_s"], _ratio(v),
-          _updates(v["throughput"]), _cores(v["throughput"])] + ([_packing(r, v)] if packing else [])
+        [[r["nodes"], v["variant"]] + ([_sampling(v)] if sampling else [])
+         + [_bound(v["throughput"]), v["throughput"]["pods_per_s"], _ratio(v),
+            _updates(v["throughput"]), _cores(v["throughput"])] + ([_packing(r, v)] if packing else [])
          + [v.get("apply_s", "-")] for r, v in runs])
 
 
@@ -690,7 +704,7 @@ def b3_settings(runs):
         return {"b3_settings": "_The settings sweep (`bench.py --only b3-settings`) has no JSON here._"}
     return {"b3_settings": "\n\n".join("%s\n\n%s\n\nEach run stopped %d s after the release." % (
         "- %s" % provenance("Settings sweep (%s)" % data["_file"] if "_file" in data else "Settings sweep", data),
-        b3_variant_table(data["runs"]), data["bind_deadline_s"]) for data in runs)}
+        b3_variant_table(data["runs"], sampling=True), data["bind_deadline_s"]) for data in runs)}
 
 
 WAIT_LABELS = ("sessions", "allocate action", "PATCH requests", "POST requests")

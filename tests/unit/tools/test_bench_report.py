@@ -361,8 +361,22 @@ def test_settings_sweeps_render_one_table_each_with_their_own_provenance(tmp_pat
     text = report.figures(tmp_path)["b3_settings"]
     assert text.count("Each run stopped 300 s after the release.") == 2
     assert text.index("Settings sweep (b3-settings-100.json)") < text.index("Settings sweep (b3-settings-1000.json)")
-    assert "| 1000 | w1-v2 | 10000 in 100 s | 30.0 |" in text, text
+    assert "| 1000 | w1-v2 | adaptive | 10000 in 100 s | 30.0 |" in text, text
     assert "has no JSON here" in report.b3_settings([])["b3_settings"]
+
+
+@pytest.mark.parametrize("args, shown", [
+    (["--logtostderr", "--percentage-nodes-to-find=10", "-v=2"], "10%"),
+    (["--percentage-nodes-to-find=0"], "adaptive"),     # 0: Volcano computes it from the fleet's size
+    (["--logtostderr"], "adaptive"),                    # not passed: the flag's default, 0
+    (None, "adaptive"),                                 # runs before the arguments were recorded
+])
+def test_settings_sweeps_name_the_share_of_nodes_from_the_schedulers_arguments(args, shown):
+    variant = b3_variant("stock", 10000, 30.0, 100.0)
+    if args is not None:
+        variant["lab"] = {"scheduler_args": args}
+    text = report.b3_settings([dict(b3_data(10000, 40.0, 100.0), runs=[b3_row(1000, variant)])])["b3_settings"]
+    assert "| 1000 | stock | %s | 10000 in 100 s |" % shown in text, text
 
 
 def test_b3_profile_past_the_runs_end_says_its_counts_mean_nothing():
