@@ -3,6 +3,8 @@
     python tools/bench/bench.py [--only b1,b2,b3] [--out docs/benchmarks] [--b1-sizes 1,4,8,16] [--b3-sizes ...]
     python tools/bench/bench.py --only b3-settings     # B3 under the scheduler settings a site can change (the sweep
                                                        # behind the volcano role's defaults; not in make bench)
+    # the share of the nodes found per pod, with the stock and the patched scheduler (b3-settings-sampling-*.json):
+    python tools/bench/bench.py --only b3-settings --b3-settings-sizes 1000 --b3-deadline 400 --b3-variants stock,p10,fixed,fixed+p10
     python tools/bench/bench.py report [--out DIR] [--doc PATH]     # the page from existing JSON
 
 Each benchmark writes its raw figures to <out>/<name>.json (by default docs/benchmarks/, the JSON the page names),
@@ -47,7 +49,9 @@ def main(argv=None):
     parser.add_argument("--b2-repeats", type=int, default=2, help="runs of each trace under each configuration")
     parser.add_argument("--b3-sizes", type=sizes, default=(10, 100, 1000))
     parser.add_argument("--b3-variants", type=names, default=None,
-                        help="B3's variants, in order (default: stock,fixed,quiet-plugin; b3-settings: the sweep)")
+                        help="B3's variants, in order (default: stock,fixed,quiet-plugin; b3-settings: the sweep). A "
+                        "variant is stock, fixed or quiet-plugin, scheduler settings w<threads>-v<level>-p<percent> "
+                        "(any of them: p10), or a variant and settings joined by '+' (fixed+p10)")
     parser.add_argument("--b3-deadline", type=int, default=None, help="seconds after the release a B3 run stops "
                         "(default 900; b3-settings: 300)")
     parser.add_argument("--b3-settings-sizes", type=sizes, default=(100, 1000))
