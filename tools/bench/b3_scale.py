@@ -18,11 +18,12 @@ The vGPU pods bind under each of several variants on the same lab (VARIANTS), on
 with the role's settings, the scheduler built with tools/upstream/volcano's patches (the lab's --volcano-fix, as a
 site deploys it: volcano_scheduler_image_tag), the stand-in plugin writing its Node only when its registration
 changed (as the plugin's main branch does), and for the settings sweeps the scheduler's node worker threads, log
-level and share of the nodes it looks for per pod, alone or over one of those builds (variant()). Each variant is applied as a site would (playbooks/cluster.yml --tags volcano: the role rolls the scheduler
-and waits until it has seen every vGPU node), and each run records what the scheduler received and did while the
-pods bound: the Node updates (a watch, sorted by what changed), the scheduler's CPU seconds, CPU profiles (its
---enable-pprof endpoint) taken PROFILE_AT seconds after the release, and from its own /metrics what its sessions and
-its API requests took meanwhile (WAITS: time a CPU profile does not show, such as the pod PATCH of every vGPU
+level and share of the nodes it looks for per pod, alone or over one of those builds (variant()). Each variant is
+applied as a site would (playbooks/cluster.yml --tags volcano: the role rolls the scheduler and waits until it has
+seen every vGPU node), and each run records what the scheduler received and did while the pods bound: the Node
+updates (a watch, sorted by what changed), the scheduler's CPU seconds, CPU profiles (its --enable-pprof endpoint)
+taken PROFILE_AT seconds after the release, and from its own /metrics what its sessions and its API requests took
+meanwhile (WAITS: time a CPU profile does not show, such as the pod PATCH of every vGPU
 allocation, which the session waits for).
 """
 
