@@ -35,6 +35,13 @@ def test_converge_then_nothing_to_change(lab):
     for node, memory in (("rig01", 24564), ("rig02", 16376)):
         assert allocatable(lab, node) == "10"
         assert allocatable(lab, node, "volcano.sh/vgpu-memory") == str(5 * (memory // 3))
+    # The role's scheduler settings reach the running scheduler: its Deployment's arguments, which the lab runs.
+    args = client.AppsV1Api(lab["api"]).read_namespaced_deployment("volcano-scheduler", "volcano-system").spec \
+        .template.spec.containers[0].args
+    with open("/proc/%d/cmdline" % children(lab)["vc-scheduler"]["pid"], "rb") as handle:
+        argv = handle.read().decode().split("\0")
+    for setting in ("--node-worker-threads=20", "-v=2", "--percentage-nodes-to-find=10"):
+        assert setting in args and setting in argv, (setting, args, argv)
     # A second plain run changing nothing is test_site.py's (site.yml holds these roles); check mode is asserted here.
     rc, out, err = converge(lab, "--check", "--diff")
     assert rc == 0 and changed(out) == 0, failed_messages(out)
