@@ -40,6 +40,12 @@ def children(lab):
     return json.loads((lab["dir"] / "children.json").read_text())
 
 
+def cmdline(pid):
+    """A process's arguments as it was started with them."""
+    with open("/proc/%d/cmdline" % pid, "rb") as handle:
+        return handle.read().decode().split("\0")
+
+
 def pod_logs(lab, container=None):
     """{log path: text} of the containers the lab runs (the plugin and its monitor)."""
     return {str(path): path.read_text(errors="replace") for path in (lab["dir"] / "logs" / "pods").glob("*.log")

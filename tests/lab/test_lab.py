@@ -5,7 +5,8 @@ import time
 
 from kubernetes import client
 
-from labkit import GPU_NODES, allocatable, children, nodes_file, restart_daemonset, vgpu_pod_spec, wait_for
+from labkit import (GPU_NODES, allocatable, children, cmdline, nodes_file, restart_daemonset, vgpu_pod_spec,
+                    wait_for)
 
 
 def test_nodes_from_the_inventory(lab):
@@ -69,11 +70,6 @@ def test_volcano_runs_with_the_deployed_configuration(lab):
     token = (lab["dir"] / "serviceaccounts" / "vc-scheduler" / "token").read_text()
     review = client.AuthenticationV1Api(lab["api"]).create_token_review({"spec": {"token": token}})
     assert review.status.user.username == "system:serviceaccount:volcano-system:volcano-scheduler"
-
-
-def cmdline(pid):
-    with open("/proc/%d/cmdline" % pid, "rb") as handle:
-        return handle.read().decode().split("\0")
 
 
 def test_gpu_nodes_registered_by_the_real_plugin(plugin):

@@ -11,7 +11,7 @@ from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _volcano_conf
 from kubernetes import client
 
 from helpers import ROOT, failed_messages, run_playbook
-from labkit import GPU_NODES, allocatable, children, vgpu_pod_spec, wait_for
+from labkit import GPU_NODES, allocatable, children, cmdline, vgpu_pod_spec, wait_for
 
 PLAYBOOK = ROOT / "playbooks" / "cluster.yml"
 LAB = [sys.executable, str(ROOT / "tools" / "lab" / "lab.py")]
@@ -38,8 +38,7 @@ def test_converge_then_nothing_to_change(lab):
     # The role's scheduler settings reach the running scheduler: its Deployment's arguments, which the lab runs.
     args = client.AppsV1Api(lab["api"]).read_namespaced_deployment("volcano-scheduler", "volcano-system").spec \
         .template.spec.containers[0].args
-    with open("/proc/%d/cmdline" % children(lab)["vc-scheduler"]["pid"], "rb") as handle:
-        argv = handle.read().decode().split("\0")
+    argv = cmdline(children(lab)["vc-scheduler"]["pid"])
     for setting in ("--node-worker-threads=20", "-v=2", "--percentage-nodes-to-find=10"):
         assert setting in args and setting in argv, (setting, args, argv)
     # A second plain run changing nothing is test_site.py's (site.yml holds these roles); check mode is asserted here.
