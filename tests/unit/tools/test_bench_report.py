@@ -361,7 +361,7 @@ def test_settings_sweeps_render_one_table_each_with_their_own_provenance(tmp_pat
     text = report.figures(tmp_path)["b3_settings"]
     assert text.count("Each run stopped 300 s after the release.") == 2
     assert text.index("Settings sweep (b3-settings-100.json)") < text.index("Settings sweep (b3-settings-1000.json)")
-    assert "| 1000 | w1-v2 | adaptive | 10000 in 100 s | 30.0 |" in text, text
+    assert "| 1000 | w1-v2 | none | adaptive | 10000 in 100 s | 30.0 |" in text, text
     assert "has no JSON here" in report.b3_settings([])["b3_settings"]
 
 
@@ -376,7 +376,20 @@ def test_settings_sweeps_name_the_share_of_nodes_from_the_schedulers_arguments(a
     if args is not None:
         variant["lab"] = {"scheduler_args": args}
     text = report.b3_settings([dict(b3_data(10000, 40.0, 100.0), runs=[b3_row(1000, variant)])])["b3_settings"]
-    assert "| 1000 | stock | %s | 10000 in 100 s |" % shown in text, text
+    assert "| 1000 | stock | none | %s | 10000 in 100 s |" % shown in text, text
+
+
+@pytest.mark.parametrize("patches, shown", [
+    (["0001-a.patch", "0002-b.patch", "0003-c.patch"], "0001 to 0003"),
+    (["0001-a.patch", "0002-b.patch", "0003-c.patch", "0004-d.patch"], "0001 to 0004"),
+])
+def test_settings_sweeps_name_the_patches_of_each_schedulers_build(patches, shown):
+    # Two sweeps' "fixed" are different builds when the folder gained a patch between them.
+    variant = b3_variant("fixed+p10", 10000, 30.0, 100.0)
+    variant["lab"] = {"scheduler_build": "volcano-fix", "volcano_fix": {"patches": patches},
+                      "scheduler_args": ["--percentage-nodes-to-find=10"]}
+    text = report.b3_settings([dict(b3_data(10000, 40.0, 100.0), runs=[b3_row(1000, variant)])])["b3_settings"]
+    assert "| 1000 | fixed+p10 | %s | 10%% | 10000 in 100 s |" % shown in text, text
 
 
 def test_b3_profile_past_the_runs_end_says_its_counts_mean_nothing():
