@@ -444,19 +444,19 @@ def _sampling(run):
     return "adaptive"
 
 
-def b3_variant_table(rows, sampling=False):
-    """One row per variant run. sampling: columns with the patches its scheduler was built with and the share of the
+def b3_variant_table(rows, settings=False):
+    """One row per variant run. settings: columns with the patches its scheduler was built with and the share of the
     nodes it looked for per pod (the settings sweeps, where a variant's name is relative to the build and the role's
     defaults of the day)."""
     runs = [(r, v) for r in rows for v in _b3_variants(r)]
     # Runs before the nodes were counted leave the column out rather than fill it with dashes.
     packing = any("nodes_used" in v["throughput"] for _r, v in runs)
     return _table(
-        ["nodes", "variant"] + (["patches", "nodes found per pod"] if sampling else [])
+        ["nodes", "variant"] + (["patches", "nodes found per pod"] if settings else [])
         + ["vGPU pods bound", "vGPU binds/s", "vGPU / plain", "Node updates/s while binding "
            "(by what changed)", "scheduler CPU (cores)"] + (["nodes holding them (fewest possible)"] if packing else [])
         + ["applied in (s)"],
-        [[r["nodes"], v["variant"]] + ([_patch_label(_patches(v)), _sampling(v)] if sampling else [])
+        [[r["nodes"], v["variant"]] + ([_patch_label(_patches(v)), _sampling(v)] if settings else [])
          + [_bound(v["throughput"]), v["throughput"]["pods_per_s"], _ratio(v),
             _updates(v["throughput"]), _cores(v["throughput"])] + ([_packing(r, v)] if packing else [])
          + [v.get("apply_s", "-")] for r, v in runs])
@@ -705,7 +705,7 @@ def b3_settings(runs):
         return {"b3_settings": "_The settings sweep (`bench.py --only b3-settings`) has no JSON here._"}
     return {"b3_settings": "\n\n".join("%s\n\n%s\n\nEach run stopped %d s after the release." % (
         "- %s" % provenance("Settings sweep (%s)" % data["_file"] if "_file" in data else "Settings sweep", data),
-        b3_variant_table(data["runs"], sampling=True), data["bind_deadline_s"]) for data in runs)}
+        b3_variant_table(data["runs"], settings=True), data["bind_deadline_s"]) for data in runs)}
 
 
 WAIT_LABELS = ("sessions", "allocate action", "PATCH requests", "POST requests")
