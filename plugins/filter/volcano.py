@@ -44,6 +44,11 @@ def volcano_scheduler_labels(plan, device_configmaps=None):
     return vc.scheduler_pod_labels(plan, device_configmaps)
 
 
+def volcano_queue_definitions(queues, existing=None):
+    return vc.queue_definitions(queues, existing)
+
+
 class FilterModule:
     def filters(self):
-        return {"volcano_scheduler_labels": volcano_scheduler_labels}
+        return {"volcano_scheduler_labels": volcano_scheduler_labels,
+                "volcano_queue_definitions": volcano_queue_definitions}

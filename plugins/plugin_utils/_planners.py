@@ -38,6 +38,34 @@ TIMESPAN = re.compile(r"^(?=[^1-9]*[1-9])\s*(\d+(\.\d+)?\s*(usec|us|msec|ms|seco
                       r"hours|hour|hr|h|days|day|d|weeks|week|w|months|month|M|years|year|y)?\s*)+$")
 
 
+# Kubernetes' label syntax (apimachinery's IsQualifiedName and IsValidLabelValue): an optional DNS subdomain
+# prefix and "/", then a name of at most 63 characters; a value is a string of at most 63 such characters, or empty.
+LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _label_errors(variable, labels):
+    """A mapping of node labels (a nodeSelector, or labels to put on nodes) the API server would refuse, named
+    before the run instead of as a failed API call (an unquoted YAML true is a boolean, which no label value is)."""
+    if not isinstance(labels, dict):
+        return ["%s must be a mapping of label names to values, got %r" % (variable, labels)]
+    errors = []
+    for key, value in labels.items():
+        prefix, dummy, name = str(key).rpartition("/")
+        if not isinstance(key, str) or not LABEL_NAME.match(name) or (
+                "/" in key and not (len(prefix) <= 253 and LABEL_PREFIX.match(prefix))):
+            errors.append("%s: %r is not a label name (an optional DNS prefix and '/', then at most 63 letters, "
+                          "digits, '-', '_' or '.', starting and ending alphanumeric)" % (variable, key))
+        if not isinstance(value, str):
+            written = "" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+            errors.append("%s: the value of %s must be a string, got %r: quote it (%s: \"%s\")"
+                          % (variable, key, value, key, written))
+        elif value and not LABEL_NAME.match(value):
+            errors.append("%s: the value %r of %s is not a label value (empty, or at most 63 letters, digits, '-', "
+                          "'_' or '.', starting and ending alphanumeric)" % (variable, value, key))
+    return errors
+
+
 def _waits(options, names):
     errors = []
     for name in names:
@@ -247,6 +275,7 @@ def volcano(options, context):
     if nameless:
         errors.append("volcano_queues: entries %s have no name" % ", ".join(map(str, nameless)))
     errors += _waits(options, ("volcano_wait_timeout",))
+    errors += _label_errors("volcano_node_selector", options.get("volcano_node_selector") or {})
     threads = options.get("volcano_scheduler_node_worker_threads")
     if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 100:
         errors.append("volcano_scheduler_node_worker_threads must be an integer from 1 to 100, got %r" % (threads,))
@@ -303,12 +332,14 @@ def device_plugin(options, context):
                           "'.', at most 253): set device_plugin_node_name for that host to the node's name"
                           % (host["node"], host["host"]))
     sized = _gpu_hosts.sized(hosts, context.get("nodes"), context.get("registered_factor"))
+    node_label = options.get("device_plugin_node_label")
     base = (context.get("defaults") or {}).get("device_plugin_vgpu")
     planned = _vgpu_plugin.plan({"vgpu": options.get("device_plugin_vgpu"), "vgpu_defaults": base,
                                  "memory_factor": options.get("device_plugin_gpu_memory_factor"),
                                  "device_config": options.get("device_plugin_device_config"),
                                  "version": options.get("device_plugin_version"),
-                                 "node_label": options.get("device_plugin_node_label")}, sized)
+                                 # A label that is no mapping is refused below (_label_errors), not planned.
+                                 "node_label": node_label if isinstance(node_label, dict) else None}, sized)
     errors += planned["errors"]
     runtime = context.get("runtime") or {"cdi": False, "runtime": "nvidia", "error": None}
     if runtime.get("error"):
@@ -319,6 +350,7 @@ def device_plugin(options, context):
                       "needs: allowed v%s or newer" % (options.get("device_plugin_version"),
                                                        ".".join(str(part) for part in _vgpu_plugin.CDI_VERSION)))
     errors += _waits(options, ("device_plugin_wait_timeout",))
+    errors += _label_errors("device_plugin_node_label", options.get("device_plugin_node_label") or {})
     errors += _vgpu_plugin.hardware_errors(options.get("device_plugin_vgpu"), sized, base)
     if errors:
         return {"errors": errors}
@@ -332,6 +364,9 @@ def device_plugin(options, context):
                    "data": {_contract.DEVICE_CONFIG_KEY: _vgpu_plugin.device_config_yaml(planned["device_config"])}},
                   {"name": _contract.NODE_CONFIGMAP, "annotations": {},
                    "data": {_contract.NODE_CONFIG_KEY: planned["node_config"]}}]
+    # Inside a run, only the nodes whose labels differ from the cluster's (the preflight reads no cluster: all).
+    planned["node_label_patches"] = _vgpu_plugin.label_patches_to_send(planned["node_label_patches"],
+                                                                       context.get("nodes"))
     return dict(planned, errors=[], configmaps=configmaps, names=_contract.names(), default_memory=default_memory,
                 runtime={"cdi": runtime["cdi"], "name": runtime["runtime"]},
                 plugin_version=options.get("device_plugin_version"),

@@ -349,3 +349,35 @@ def plan(settings):
     return {"errors": [], "scheduler_conf": conf, "device_configmap": device_configmap(conf),
             "admission_conf": admission_conf(namespaces, settings.get("scheduler_name") or "volcano"),
             "enabled_admissions": enabled_admissions(admissions, namespaces), "config_hash": config_hash(conf)}
+
+
+QUEUE_API = "scheduling.volcano.sh/v1beta1"
+
+
+def queue_definitions(queues, existing=None):
+    """The Queue objects of ``volcano_queues`` ({name, weight, reclaimable, capability}) that the cluster lacks or
+    holds with another weight, reclaimable or capability (``existing``: k8s_info's Queues). Volcano's scheduler
+    writes a Queue's status.allocated at the end of every session that changed it (1.15.1 framework/session.go,
+    updateQueueStatus), so as pods start and end; kubernetes.core.k8s compares the whole object before and after
+    its apply: applying a Queue that already matches would read as changed whenever that write fell in between.
+    What the cluster added beyond these fields (the admission webhook's defaults) is not compared."""
+    current = {(q.get("metadata") or {}).get("name"): q.get("spec") or {} for q in existing or []}
+    wanted = []
+    for queue in queues or []:
+        spec = {"weight": queue.get("weight", 1), "reclaimable": queue.get("reclaimable", True)}
+        if queue.get("capability") is not None:
+            spec["capability"] = queue["capability"]
+        have = current.get(queue["name"])
+        if have is not None and _same_queue_spec(spec, have):
+            continue
+        wanted.append({"apiVersion": QUEUE_API, "kind": "Queue", "metadata": {"name": queue["name"]}, "spec": spec})
+    return wanted
+
+
+def _same_queue_spec(spec, have):
+    # Quantities compare as the text they are stored as (4 and "4" are one cpu); anything else unequal is applied.
+    # A capability the cluster has and the entry no longer sets is applied too: the apply removes what an earlier
+    # apply of the role set.
+    def text(value):
+        return {key: str(item) for key, item in value.items()} if isinstance(value, dict) else value
+    return all(text(have.get(key)) == text(spec.get(key)) for key in ("weight", "reclaimable", "capability"))

@@ -545,6 +545,7 @@ def one(out_work, count, variants, deadline):
         clear(core, "bench-b3-plain")
         row = {"nodes": count, "gpus": 8 * count, "vgpus": 16 * count, "lab_up_s": round(lab.up_seconds, 1),
                "converge_s": round(converge, 1), "rerun_s": round(rerun, 1), "rerun_changed": recap2.get("changed"),
+               "rerun_changed_tasks": recap2.get("changed_tasks"),
                "registered_s": round(reg["seconds"], 1) if reg["seconds"] else None, "plain": plain, "variants": []}
         for chosen_variant in chosen:
             row["variants"].append(bind_variant(lab, api, core, inventory, count, chosen_variant, deadline,

@@ -214,17 +214,21 @@ def play_batches(stdout, prefix):
 
 
 def recap(stdout, stderr=""):
-    """changed/failed counts from the json callback's stats; the failure messages when there are any."""
+    """changed/failed counts from the json callback's stats; the failure messages when there are any, and which
+    tasks changed ("host: task", in run order), so that a rerun that changed something says what."""
     data = _callback_output(stdout)
     if not data:
         return {"error": (stdout + stderr)[-2000:]}
     stats = data.get("stats", {})
-    failures = []
+    failures, changed = [], []
     for play in data.get("plays", []):
         for task in play.get("tasks", []):
             for host, res in task.get("hosts", {}).items():
                 if res.get("failed") or res.get("unreachable"):
                     failures.append("%s: %s: %s" % (host, task["task"]["name"], res.get("msg", "")))
+                elif res.get("changed"):
+                    changed.append("%s: %s" % (host, task["task"]["name"]))
     return {"changed": sum(s.get("changed", 0) for s in stats.values()),
             "failed": sum(s.get("failures", 0) + s.get("unreachable", 0) for s in stats.values()),
-            "ok": sum(s.get("ok", 0) for s in stats.values()), "hosts": len(stats), "failures": failures[:10]}
+            "ok": sum(s.get("ok", 0) for s in stats.values()), "hosts": len(stats), "failures": failures[:10],
+            "changed_tasks": changed[:10]}

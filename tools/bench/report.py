@@ -444,6 +444,13 @@ def _sampling(run):
     return "adaptive"
 
 
+def _changed(count, tasks):
+    """A changed count with the tasks that changed (the JSON of runs before it kept them says only how many)."""
+    if not count:
+        return count
+    return "%s (%s)" % (count, "; ".join(tasks) if tasks else "which tasks, this run's JSON does not say")
+
+
 def b3_variant_table(rows, settings=False):
     """One row per variant run. settings: columns with the patches its scheduler was built with and the share of the
     nodes it looked for per pod (the settings sweeps, where a variant's name is relative to the build and the role's
@@ -550,7 +557,8 @@ def b3(data):
     table = _table(
         ["nodes", "vGPUs", "converge (s)", "rerun (s)", "rerun changed", "all registered (s)", "plain pods bound",
          "plain binds/s", "peak RSS (MiB)"],
-        [[r["nodes"], r["vgpus"], r["converge_s"], r["rerun_s"], r["rerun_changed"], r["registered_s"],
+        [[r["nodes"], r["vgpus"], r["converge_s"], r["rerun_s"], _changed(r["rerun_changed"], r.get("rerun_changed_tasks")),
+          r["registered_s"],
           _bound(r["plain"]) if r.get("plain") else "not measured",
           r["plain"]["pods_per_s"] if r.get("plain") else "-", r["peak_rss_mib"]] for r in rows])
     variants = data.get("variants") or {B3_STOCK: "stock images, the role's settings"}
@@ -672,9 +680,12 @@ def b3_causes(data, sweeps=None, waits=None):
         samples = [p["samples_s"] / p["duration_s"] for p in f.get("profiles") or [] if p.get("duration_s")]
         predicates, collect = _shares(fixed, "allocate: predicates"), _shares(fixed, "garbage collection")
         if samples and predicates and collect:
-            text = ("In its profiles the patched scheduler used %.2f to %.2f of a core, of the machine's %d "
-                    "(allocate's predicates %s of the samples, Go's garbage collection %s)." % (
-                        min(samples), max(samples), data["machine"]["cpus"], _span(predicates), _span(collect)))
+            cores = ("%.2f" % min(samples) if "%.2f" % min(samples) == "%.2f" % max(samples)
+                     else "%.2f to %.2f" % (min(samples), max(samples)))
+            text = ("In %s the patched scheduler used %s of a core, of the machine's %d (allocate's predicates %s "
+                    "of the samples, Go's garbage collection %s)." % (
+                        "its profiles" if len(samples) > 1 else "its profile", cores, data["machine"]["cpus"],
+                        _span(predicates), _span(collect)))
             small = [(r["nodes"], _find(rows, r["nodes"], B3_STOCK), _find(rows, r["nodes"], B3_FIXED), r.get("plain"))
                      for r in rows if r["nodes"] < nodes]
             small = [entry for entry in small if entry[1] and entry[2] and entry[3]]

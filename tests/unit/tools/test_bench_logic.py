@@ -148,6 +148,17 @@ def test_task_profile_sums_batches_and_counts_results():
     assert common.task_profile("not json") == []
 
 
+def test_recap_names_the_tasks_that_changed_and_failed():
+    import common  # tools/bench  pylint: disable=import-outside-toplevel
+    stdout = _callback_json().replace('"stats": {}', '"stats": {"h03": {"changed": 1, "ok": 1}, '
+                                                     '"h04": {"failures": 1}}')
+    summary = common.recap(stdout)
+    assert summary["changed"] == 1 and summary["failed"] == 1
+    assert summary["changed_tasks"] == ["h03: Converge"]
+    assert summary["failures"] == ["h04: Converge: "]
+    assert "error" in common.recap("no JSON here", "and an error")
+
+
 # The scheduler's /metrics as Volcano v1.15 serves them (its histograms, and client-go's, per host).
 SCHEDULER_METRICS = """# HELP volcano_e2e_scheduling_latency_milliseconds Duration of a single scheduling session.
 # TYPE volcano_e2e_scheduling_latency_milliseconds histogram

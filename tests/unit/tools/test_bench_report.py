@@ -170,6 +170,15 @@ def test_b3_json_of_runs_before_variants_reads_as_the_stock_images():
     assert "within 900 s: not met**" in values["b3_goal"]
 
 
+def test_b3_rerun_that_changed_names_the_tasks_when_the_json_has_them():
+    data = b3_data(10000, 60.0, 100.0)
+    data["runs"][1].update(rerun_changed=1, rerun_changed_tasks=["control: volcano : Mark the vGPU nodes"])
+    data["runs"][0].update(rerun_changed=2)  # a run's JSON from before the tasks were kept: the count alone
+    table = report.b3(data)["b3"]
+    assert "| 1000 | 16000 | 1 | 1 | 1 (control: volcano : Mark the vGPU nodes) | 1 |" in table
+    assert "| 100 | 1600 | 1 | 1 | 2 (which tasks, this run's JSON does not say) | 1 |" in table
+
+
 def test_b3_method_of_a_run_that_counted_by_listing_says_so():
     data = dict(b3_data(10000, 60.0, 100.0), bind_cap_s=1800)
     del data["bind_deadline_s"]
@@ -451,7 +460,7 @@ def test_b3_causes_read_every_figure_from_the_run():
     assert "the metric reset took 0% of the samples and the node updates 1%" in text
     assert "where the stock scheduler had bound 2000 in the same 100 s" in text
     assert "bound 10000 in 80 s: removing the updates at their source helps at least as much as the patches do" in text
-    assert "In its profiles the patched scheduler used 0.55 to 0.55 of a core, of the machine's 2 (allocate's " \
+    assert "In its profile the patched scheduler used 0.55 of a core, of the machine's 2 (allocate's " \
            "predicates 37%" in text
     assert "On 100 nodes stock and patched bound 20 and 60 pods a second against 100 plain pods" in text
     # No histograms recorded: the PATCH round trip is read from the code and says so.
@@ -466,7 +475,9 @@ def test_b3_causes_read_every_figure_from_the_run():
     fixed["throughput"].update(scheduler_waits=waits, profiles=[profile])
     text = report.b3_causes(data, [sweep])
     assert "With the patches 0001 to 0003 of `tools/upstream/volcano` the metric reset" in text
-    assert "In its profiles the patched scheduler used 0.90 to 0.90 of a core" in text
+    assert "In its profile the patched scheduler used 0.90 of a core" in text
+    fixed["throughput"]["profiles"].append(dict(profile, samples_s=18.0))
+    assert "In its profiles the patched scheduler used 0.60 to 0.90 of a core" in report.b3_causes(data, [sweep])
     assert ("Its scheduler sent 0 pod PATCH requests while its 10000 vGPU pods bound: the allocation's annotations "
             "went with the binds. Its allocate action ran 90% of the binding window; its POST requests (the binds "
             "and their events, sent apart from the session) were 10020, 89.8 ms each on average, overlapping. With "

@@ -81,6 +81,23 @@ BAD = [
      "journal or an absolute path"),
     ("gpu_verify", {"gpu_verify_health_interval": "0s"}, "gpu_verify_health_interval: '0s' is not a systemd time "
                                                          "span above zero"),
+    # labels: what the API server would refuse, as YAML writes it (an unquoted true is a boolean)
+    ("device_plugin", {"device_plugin_node_label": {"gpufleet.io/gpu": True}},
+     "device_plugin_node_label: the value of gpufleet.io/gpu must be a string, got True: quote it "
+     "(gpufleet.io/gpu: \"true\")"),
+    ("device_plugin", {"device_plugin_node_label": {"gpufleet.io/gpu model": "x"}},
+     "device_plugin_node_label: 'gpufleet.io/gpu model' is not a label name"),
+    ("device_plugin", {"device_plugin_node_label": {"Example.COM/gpu": "true"}},
+     "device_plugin_node_label: 'Example.COM/gpu' is not a label name"),
+    ("device_plugin", {"device_plugin_node_label": ["gpufleet.io/gpu=true"]},
+     "device_plugin_node_label must be a mapping of label names to values, got ['gpufleet.io/gpu=true']"),
+    ("volcano", {"volcano_node_selector": {"node-role.kubernetes.io/control-plane": "-x"}},
+     "volcano_node_selector: the value '-x' of node-role.kubernetes.io/control-plane is not a label value"),
+    ("volcano", {"volcano_node_selector": {"node-role.kubernetes.io/control-plane": None}},
+     "volcano_node_selector: the value of node-role.kubernetes.io/control-plane must be a string, got None: quote it "
+     "(node-role.kubernetes.io/control-plane: \"\")"),
+    ("volcano", {"volcano_node_selector": {"pool": 3}},
+     "volcano_node_selector: the value of pool must be a string, got 3: quote it (pool: \"3\")"),
     # cross-field
     ("nvidia_driver", {"nvidia_driver_kube_host": "master9"}, "nvidia_driver_kube_host is master9, which is not a "
                                                               "host of the inventory"),
@@ -153,6 +170,30 @@ def test_device_plugin_sizes_from_the_truest_source():
     hostvars = dict(CARD_GROUPS, rig01=measured)
     ctx = context(hostvars, nodes=nodes, registered_factor=3)
     assert plan("device_plugin", ctx)["sources"]["rig01"] == "nvml"
+
+
+@pytest.mark.parametrize("labels", [
+    {"gpufleet.io/gpu": "true"}, {"node-role.kubernetes.io/control-plane": ""}, {"pool": "a100_x-8.b"},
+    {"topology.kubernetes.io/zone": "eu-west-1a", "nvidia.com/gpu.present": "true"}])
+def test_labels_as_clusters_write_them_pass(labels):
+    assert plan("device_plugin", device_plugin_node_label=labels)["errors"] == []
+    assert plan("volcano", volcano_node_selector=labels)["errors"] == []
+
+
+def node(name, **labels):
+    return {"metadata": {"name": name, "labels": dict({"kubernetes.io/hostname": name}, **labels)}}
+
+
+@pytest.mark.parametrize("nodes, sent", [
+    ([], ["rig01", "rig02"]),                                                    # the preflight reads no cluster
+    ([node("rig01"), node("rig02")], ["rig01", "rig02"]),                        # a fresh fleet
+    ([node("rig01", **{"gpufleet.io/gpu": "true"}), node("rig02")], ["rig02"]),  # one done
+    ([node("rig01", **{"gpufleet.io/gpu": "true"}), node("rig02", **{"gpufleet.io/gpu": "true"})], []),  # a rerun
+    ([node("rig01", **{"gpufleet.io/gpu": "false"})], ["rig01", "rig02"]),      # another value; rig02 not in it
+])
+def test_device_plugin_labels_only_the_nodes_that_lack_the_label(nodes, sent):
+    planned = plan("device_plugin", context(nodes=nodes))
+    assert [patch["metadata"]["name"] for patch in planned["node_label_patches"]] == sent
 
 
 def test_device_plugin_renders_its_configmaps_with_the_contracts_names():

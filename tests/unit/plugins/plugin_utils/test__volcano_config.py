@@ -257,3 +257,36 @@ def test_configurations_volcano_would_misread_are_refused(configurations, messag
     errors = vc.plan({"actions": ACTIONS, "tiers": DEFAULT_TIERS, "deviceshare": {"vgpu_enable": True},
                       "configurations": configurations})["errors"]
     assert [e for e in errors if message in e], errors
+
+
+def queue(name, status=None, **spec):
+    """A Queue as the cluster returns it: the admission webhook's defaults and the controller's status beside what
+    the role set."""
+    return {"apiVersion": vc.QUEUE_API, "kind": "Queue", "metadata": {"name": name, "resourceVersion": "42"},
+            "spec": dict({"weight": 1, "reclaimable": True, "parent": "root"}, **spec),
+            "status": status or {"state": "Open", "running": 3, "pending": 1}}
+
+
+@pytest.mark.parametrize("queues, existing, applied", [
+    ([{"name": "ml"}], [], [{"weight": 1, "reclaimable": True}]),                          # a first run
+    ([{"name": "ml"}], [queue("ml")], []),                                                 # a rerun, jobs running
+    ([{"name": "ml", "weight": 4}], [queue("ml")], [{"weight": 4, "reclaimable": True}]),  # a changed weight
+    ([{"name": "ml", "reclaimable": False}], [queue("ml")], [{"weight": 1, "reclaimable": False}]),
+    # capability as YAML writes it against the cluster's copy: 4 and "4" are one cpu; another memory is a change
+    ([{"name": "ml", "capability": {"cpu": 4, "memory": "8Gi"}}],
+     [queue("ml", capability={"cpu": "4", "memory": "8Gi"})], []),
+    ([{"name": "ml", "capability": {"cpu": 4, "memory": "16Gi"}}],
+     [queue("ml", capability={"cpu": "4", "memory": "8Gi"})],
+     [{"weight": 1, "reclaimable": True, "capability": {"cpu": 4, "memory": "16Gi"}}]),
+    ([{"name": "ml", "capability": {"cpu": 4}}], [queue("ml")], [{"weight": 1, "reclaimable": True,
+                                                                  "capability": {"cpu": 4}}]),
+    ([{"name": "ml"}], [queue("ml", capability={"cpu": "4"})], [{"weight": 1, "reclaimable": True}]),  # dropped
+    ([{"name": "ml"}, {"name": "batch", "weight": 2}], [queue("ml"), queue("default", weight=1)],
+     [{"weight": 2, "reclaimable": True}]),                                               # only the missing one
+])
+def test_queues_applied_are_those_the_cluster_lacks_or_holds_otherwise(queues, existing, applied):
+    definitions = vc.queue_definitions(queues, existing)
+    assert [d["spec"] for d in definitions] == applied
+    assert all(d["apiVersion"] == vc.QUEUE_API and d["kind"] == "Queue" for d in definitions)
+    wanted = {q["name"] for q in queues} - {q["metadata"]["name"] for q in existing}
+    assert wanted <= {d["metadata"]["name"] for d in definitions}
