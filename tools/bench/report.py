@@ -557,8 +557,8 @@ def b3(data):
     table = _table(
         ["nodes", "vGPUs", "converge (s)", "rerun (s)", "rerun changed", "all registered (s)", "plain pods bound",
          "plain binds/s", "peak RSS (MiB)"],
-        [[r["nodes"], r["vgpus"], r["converge_s"], r["rerun_s"], _changed(r["rerun_changed"], r.get("rerun_changed_tasks")),
-          r["registered_s"],
+        [[r["nodes"], r["vgpus"], r["converge_s"], r["rerun_s"],
+          _changed(r["rerun_changed"], r.get("rerun_changed_tasks")), r["registered_s"],
           _bound(r["plain"]) if r.get("plain") else "not measured",
           r["plain"]["pods_per_s"] if r.get("plain") else "-", r["peak_rss_mib"]] for r in rows])
     variants = data.get("variants") or {B3_STOCK: "stock images, the role's settings"}
@@ -579,9 +579,11 @@ def _shares(run, focus):
     return (min(shares), max(shares)) if shares else None
 
 
-def _span(shares):
-    low, high = shares
-    return "%.0f%%" % low if round(low) == round(high) else "%.0f%% to %.0f%%" % (low, high)
+def _span(pair, form="%.0f%%"):
+    """(low, high) as one figure when both read the same in `form` (shares in whole percent by default), else a
+    range."""
+    low, high = (form % value for value in pair)
+    return low if low == high else "%s to %s" % (low, high)
 
 
 def _sweep_logging(sweeps):
@@ -680,11 +682,10 @@ def b3_causes(data, sweeps=None, waits=None):
         samples = [p["samples_s"] / p["duration_s"] for p in f.get("profiles") or [] if p.get("duration_s")]
         predicates, collect = _shares(fixed, "allocate: predicates"), _shares(fixed, "garbage collection")
         if samples and predicates and collect:
-            cores = ("%.2f" % min(samples) if "%.2f" % min(samples) == "%.2f" % max(samples)
-                     else "%.2f to %.2f" % (min(samples), max(samples)))
             text = ("In %s the patched scheduler used %s of a core, of the machine's %d (allocate's predicates %s "
                     "of the samples, Go's garbage collection %s)." % (
-                        "its profiles" if len(samples) > 1 else "its profile", cores, data["machine"]["cpus"],
+                        "its profiles" if len(samples) > 1 else "its profile",
+                        _span((min(samples), max(samples)), "%.2f"), data["machine"]["cpus"],
                         _span(predicates), _span(collect)))
             small = [(r["nodes"], _find(rows, r["nodes"], B3_STOCK), _find(rows, r["nodes"], B3_FIXED), r.get("plain"))
                      for r in rows if r["nodes"] < nodes]
