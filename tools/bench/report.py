@@ -404,7 +404,9 @@ def _all_bound(run):
 
 
 def _bound(run):
-    return "%d in %.0f s" % (run["bound"], run["bind_seconds"])
+    # Whole seconds hide a run under one: "100 in 0 s" reads as no time at all.
+    seconds = run["bind_seconds"]
+    return "%d in %s s" % (run["bound"], ("%.1f" if seconds < 1 else "%.0f") % seconds)
 
 
 def _updates(throughput):
