@@ -403,10 +403,13 @@ def _all_bound(run):
     return run.get("all_bound", run["bound"] >= run["pods"])
 
 
+def _seconds(value):
+    """A binding window in seconds: whole ones, but a tenth under one, where "in 0 s" would read as no time."""
+    return ("%.1f" if value < 1 else "%.0f") % value
+
+
 def _bound(run):
-    # Whole seconds hide a run under one: "100 in 0 s" reads as no time at all.
-    seconds = run["bind_seconds"]
-    return "%d in %s s" % (run["bound"], ("%.1f" if seconds < 1 else "%.0f") % seconds)
+    return "%d in %s s" % (run["bound"], _seconds(run["bind_seconds"]))
 
 
 def _updates(throughput):
@@ -516,9 +519,10 @@ def b3_goals(data):
     else:
         t = stock["throughput"]
         sentences.append("**Goal, stock images with the role's settings: every one of %d vGPU pods bound on %d nodes%s: "
-                         "%s** (%d bound in %.0f s, %.2f binds/s, %.0f%% of the plain-pod rate)." % (
+                         "%s** (%d bound in %s s, %.2f binds/s, %.0f%% of the plain-pod rate)." % (
                              t["pods"], B3_GOAL_NODES, " within %d s" % deadline if deadline else "",
-                             "met" if _all_bound(t) else "not met", t["bound"], t["bind_seconds"], t["pods_per_s"],
+                             "met" if _all_bound(t) else "not met", t["bound"], _seconds(t["bind_seconds"]),
+                             t["pods_per_s"],
                              100 * (stock.get("vgpu_to_plain") or 0)))
         course = pace(t.get("timeline") or [])
         if course:
@@ -646,8 +650,8 @@ def b3_causes(data, sweeps=None, waits=None):
                 "cluster. The stock scheduler's node updates took, of its CPU samples: %s." % each)
         if course:
             text += (" A bind takes the same mutex: the stock scheduler bound %.1f pods a second in the first minute "
-                     "and %.1f in the last (%d of %d in %.0f s)."
-                     % (course[0], course[1], t["bound"], t["pods"], t["bind_seconds"]))
+                     "and %.1f in the last (%d of %d in %s s)."
+                     % (course[0], course[1], t["bound"], t["pods"], _seconds(t["bind_seconds"])))
         bullets.append(text)
     logging = _sweep_logging(sweeps)
     if logging:
@@ -665,18 +669,19 @@ def b3_causes(data, sweeps=None, waits=None):
             text += (" the metric reset took %s of the samples and the node updates %s"
                      % (_span(reset), _span(node)))
         fixed_course = pace(f.get("timeline") or [])
-        text += ("; the patched scheduler bound %d of %d in %.0f s" % (f["bound"], f["pods"], f["bind_seconds"]))
+        text += ("; the patched scheduler bound %d of %d in %s s"
+                 % (f["bound"], f["pods"], _seconds(f["bind_seconds"])))
         if fixed_course:
             text += ", %.1f a second in the first minute and %.1f in the last" % fixed_course[:2]
         if t.get("timeline"):
-            text += (", where the stock scheduler had bound %d in the same %.0f s"
-                     % (_bound_at(t["timeline"], f["bind_seconds"]), f["bind_seconds"]))
+            text += (", where the stock scheduler had bound %d in the same %s s"
+                     % (_bound_at(t["timeline"], f["bind_seconds"]), _seconds(f["bind_seconds"])))
         text += "."
         if quiet:
             q = quiet["throughput"]
             both = _all_bound(q) and _all_bound(f)
             text += (" The stock scheduler with a plugin that writes its Node only when its registration changed bound "
-                     "%d in %.0f s%s." % (q["bound"], q["bind_seconds"], (
+                     "%s%s." % (_bound(q), (
                          ": removing the updates at their source helps %s the patches do"
                          % ("at least as much as" if q["bind_seconds"] <= f["bind_seconds"] else "less than"))
                          if both else ""))
@@ -792,9 +797,9 @@ def _patch_waits(runs, patches=None):
     if not patch.get("count") or not allocate.get("count"):
         return ""
     return ("Measured on %d nodes, in a run of its own (`%s`; its machine and commit below), from the scheduler's own "
-            "histograms: while it bound %d pods in %.0f s, "
+            "histograms: while it bound %d pods in %s s, "
             "its allocate action ran %.0f%% of that time, and its %d PATCH requests took %.1f s, %.0f%% of it, "
-            "%.1f ms each." % (nodes, name, t["bound"], t["bind_seconds"], 100 * (allocate.get("share") or 0),
+            "%.1f ms each." % (nodes, name, t["bound"], _seconds(t["bind_seconds"]), 100 * (allocate.get("share") or 0),
                                patch["count"], patch["seconds"], 100 * (patch.get("share") or 0),
                                patch.get("mean_ms") or 0))
 

@@ -123,6 +123,12 @@ def test_b3_bound_shows_a_tenth_only_under_a_second(seconds, shown):
     assert report._bound({"bound": 100, "bind_seconds": seconds}) == shown
 
 
+def test_b3_goal_sentence_shows_the_same_seconds_as_the_table():
+    data = b3_data(10000, 40.0, 100.0)
+    data["runs"][1]["variants"][0]["throughput"]["bind_seconds"] = 0.44
+    assert "(10000 bound in 0.4 s," in report.b3(data)["b3_goal"]
+
+
 def test_b3_variants_table_counts_the_nodes_holding_the_pods_when_the_run_did():
     data = b3_data(10000, 40.0, 100.0)
     data["runs"][1]["variants"][0]["throughput"]["nodes_used"] = 700
