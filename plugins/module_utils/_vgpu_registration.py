@@ -7,6 +7,7 @@ Pure functions, no Ansible. Ships to the kube_control host with module ``vgpu_sm
 re-registration) and serves on the controller the ``device_plugin`` role's wait for the registration (filter
 ``vgpu_registration_check``) and the ``volcano`` role's wait after a scheduler rollout (filter
 ``vgpu_unseen_nodes``); the plan the registration is compared with is controller-only (plugin_utils/_vgpu_plugin.py).
+``rollout_problems`` is the part of the device_plugin wait that reads the plugin's DaemonSets and pods.
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ from ansible_collections.gpufleet.vgpu.plugins.module_utils import _contract
 # session is due: RESYNC, set to the running scheduler's start time, is that change and the record of it. The first
 # session runs within seconds of the scheduler's start.
 FIRST_SESSION_MARGIN_S = 10
+# kubelet writes a node's allocatable at most once per nodeStatusUpdateFrequency, so for that long after a plugin
+# pod replaced another the node may still show what the old pod registered (its gRPC endpoint is gone, the devices
+# are unhealthy, and the next status update sets the resource to 0 until the new pod registers). A pod counts once it
+# has been Ready for that period plus this margin (the status update itself and the API round trip).
+READY_MARGIN_S = 5
 HANDSHAKE = _contract.HANDSHAKE
 REGISTER = _contract.REGISTER
 RESYNC = _contract.SCHEDULER_RESYNC
@@ -132,3 +138,78 @@ def check_registration(nodes, expected):
                                 % (name, resource, have if have is not None else "missing", want[resource],
                                    want["gpus"], want["split"]))
     return {"ok": not problems, "problems": problems}
+
+
+def pod_ready(pod):
+    """Whether the pod's Ready condition is True."""
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def _ready_since(pod):
+    """When the Ready pod's condition last turned True (datetime), or None where the time is missing or unreadable
+    (the caller then counts only what it saw itself)."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            try:
+                return datetime.datetime.strptime(str(condition.get("lastTransitionTime")).replace("Z", "+0000"),
+                                                  "%Y-%m-%dT%H:%M:%S%z")
+            except ValueError:
+                return None
+    return None
+
+
+def daemonset_rollout(daemonset):
+    """None once the DaemonSet's controller has put its current template on every node it selects (as `kubectl
+    rollout status` reads the status: generation observed, every scheduled pod updated), else why not."""
+    meta, status = daemonset.get("metadata") or {}, daemonset.get("status") or {}
+    if (status.get("observedGeneration") or 0) < (meta.get("generation") or 0):
+        return "its controller has not seen the latest change yet"
+    desired, updated = status.get("desiredNumberScheduled") or 0, status.get("updatedNumberScheduled") or 0
+    if updated < desired:
+        return "rollout in progress, %d of %d pods updated" % (updated, desired)
+    return None
+
+
+def rollout_problems(namespace, names, daemonsets, pods, expected, now, observed, status_period):
+    """One line per reason the nodes' registrations cannot be taken as the running plugin's yet: a DaemonSet in
+    `names` missing or still rolling out, or an expected node whose plugin pod is missing, not Ready, or Ready for
+    less than status_period + READY_MARGIN_S seconds (kubelet's status may still be the replaced pod's).
+
+    daemonsets, pods: k8s_info dicts (the pods of those DaemonSets); now: datetime (UTC); observed: pod uid ->
+    seconds the caller has itself seen the pod Ready (a controller clock behind the cluster's makes the Ready time
+    look too recent; this bounds that wait)."""
+    problems = []
+    found = {d["metadata"]["name"]: d for d in daemonsets or []}
+    for name in names:
+        if name not in found:
+            problems.append("DaemonSet %s/%s: not in the cluster" % (namespace, name))
+            continue
+        why = daemonset_rollout(found[name])
+        if why:
+            problems.append("DaemonSet %s/%s: %s" % (namespace, name, why))
+    settle = status_period + READY_MARGIN_S
+    by_node = {}
+    for pod in pods or []:
+        meta = pod.get("metadata") or {}
+        owners = {o.get("name") for o in meta.get("ownerReferences") or [] if o.get("kind") == "DaemonSet"}
+        if meta.get("deletionTimestamp") or not owners & set(names):
+            continue
+        by_node.setdefault((pod.get("spec") or {}).get("nodeName"), []).append(pod)
+    for node in sorted(expected):
+        running = by_node.get(node) or []
+        if not running:
+            problems.append("node %s: no pod of DaemonSet %s runs there" % (node, " or ".join(names)))
+            continue
+        for pod in running:
+            name = pod["metadata"]["name"]
+            if not pod_ready(pod):
+                problems.append("node %s: plugin pod %s is not Ready" % (node, name))
+                continue
+            since = _ready_since(pod)
+            ready = max((now - since).total_seconds() if since else 0, observed.get(pod["metadata"].get("uid"), 0))
+            if ready < settle:
+                problems.append("node %s: plugin pod %s Ready for %d s; its registration counts after %d s (kubelet "
+                                "posts the node's status every %d s)" % (node, name, max(ready, 0), settle,
+                                                                         status_period))
+    return problems

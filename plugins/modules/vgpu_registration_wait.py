@@ -13,6 +13,10 @@ description:
     registers what the plan expects (P(gpufleet.vgpu.vgpu_registration_check#filter)), or O(timeout) seconds have
     passed; then returns the nodes and the check. It does not fail when the time is up - the caller says which node
     differs (the check's C(problems)).
+  - With O(daemonsets), a node's registration counts only once the plugin that wrote it is the one running - those
+    DaemonSets have rolled out (every scheduled pod updated, as C(kubectl rollout status) reads it) and the node's
+    pod of them has been Ready for longer than O(status_period) plus 5 seconds. Until then the node's allocatable
+    may still be what the replaced pod registered, because kubelet posts it only once per period.
   - One task line for the whole wait, with how long it took, where an C(until) loop prints "FAILED - RETRYING" at
     every poll of a normal deployment.
   - Every option of M(kubernetes.core.k8s_info)'s authentication (C(kubeconfig), C(context), C(host), C(api_key),
@@ -39,6 +43,19 @@ options:
     description: Seconds between two polls.
     type: int
     default: 5
+  daemonsets:
+    description: Names of the plugin's DaemonSets in O(namespace) whose rollout and pods the wait checks; none, only
+      the nodes' registration is compared.
+    type: list
+    elements: str
+    default: []
+  namespace:
+    description: Namespace of O(daemonsets); required with them.
+    type: str
+  status_period:
+    description: kubelet's C(nodeStatusUpdateFrequency) on the GPU nodes, in seconds.
+    type: int
+    default: 10
 requirements:
   - kubernetes.core and the kubernetes Python client where M(kubernetes.core.k8s_info) runs
 """
@@ -47,6 +64,8 @@ EXAMPLES = r"""
 - name: Wait until every GPU node registers its vGPUs
   gpufleet.vgpu.vgpu_registration_wait:
     expected: "{{ plan.expected }}"
+    daemonsets: [volcano-device-plugin]
+    namespace: kube-system
     timeout: 300
   register: registration
 
@@ -63,7 +82,8 @@ resources:
   type: list
   elements: dict
 check:
-  description: The registration check of the last poll, C(ok) and C(problems) (one line per node and resource that
+  description: The registration check of the last poll, C(ok) and C(problems) (with O(daemonsets), one line per
+    DaemonSet still rolling out and per plugin pod not Ready long enough; then one per node and resource that
     differs).
   returned: success
   type: dict

@@ -349,7 +349,7 @@ def device_plugin(options, context):
         errors.append("device_plugin_version %s has no CDI variant, which the GPU hosts' container_runtime_cdi: true "
                       "needs: allowed v%s or newer" % (options.get("device_plugin_version"),
                                                        ".".join(str(part) for part in _vgpu_plugin.CDI_VERSION)))
-    errors += _waits(options, ("device_plugin_wait_timeout",))
+    errors += _waits(options, ("device_plugin_wait_timeout", "device_plugin_kubelet_status_period"))
     errors += _label_errors("device_plugin_node_label", node_label or {})
     errors += _vgpu_plugin.hardware_errors(options.get("device_plugin_vgpu"), sized, base)
     if errors:

@@ -27,10 +27,25 @@ def changed(out):
     return out["stats"]["localhost"]["changed"]
 
 
-def test_converge_then_nothing_to_change(lab):
+def task_results(out, suffix):
+    return [task["hosts"]["localhost"] for play in out["plays"] for task in play["tasks"]
+            if task["task"]["name"].endswith(suffix)]
+
+
+def test_converge_then_nothing_to_change(plugin):
+    """The first converge replaces plugin-fixture.yaml's DaemonSet (session fixture `plugin`) with the role's. The
+    old pods registered the same numbers, and the nodes keep showing them while the pods are replaced (after
+    test_plugin.py, a pod of its deleted twin node holds the rollout up until pod GC removes it, about a minute):
+    the role's wait must outlast the rollout and kubelet's next status update."""
+    lab = plugin
     rc, out, err = converge(lab)
     assert rc == 0, (failed_messages(out), err[-2000:])
     assert changed(out) > 0
+    # Its first poll found new pods (or none yet) where the old registration still showed: it polled again.
+    wait = task_results(out, "device_plugin : Wait until every GPU node registers its vGPUs")[0]
+    assert wait["polls"] >= 2 and wait["check"]["ok"], wait
+    status = client.AppsV1Api(lab["api"]).read_namespaced_daemon_set("volcano-device-plugin", "kube-system").status
+    assert status.updated_number_scheduled == status.desired_number_scheduled == 2, status
     # Per node from group vars: 5 GPUs x split 2; gpuMemoryFactor auto = 3 (5 x 24564 MiB > kubelet's 60000 limit).
     for node, memory in (("rig01", 24564), ("rig02", 16376)):
         assert allocatable(lab, node) == "10"
@@ -46,8 +61,7 @@ def test_converge_then_nothing_to_change(lab):
     assert rc == 0 and changed(out) == 0, failed_messages(out)
     # Nodes already labelled are not patched at all: a patch of a node the plugin's handshake rewrites in between
     # would read as changed.
-    labels = [task["hosts"]["localhost"] for play in out["plays"] for task in play["tasks"]
-              if task["task"]["name"].endswith("device_plugin : Label the GPU nodes for the plugin's nodeSelector")]
+    labels = task_results(out, "device_plugin : Label the GPU nodes for the plugin's nodeSelector")
     assert labels and labels[0].get("skipped"), labels
 
 

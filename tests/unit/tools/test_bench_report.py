@@ -117,8 +117,12 @@ def test_b3_variants_table_names_what_the_scheduler_received():
     assert "- **fixed**: patched" in table
 
 
-@pytest.mark.parametrize("seconds, shown", [(0.44, "100 in 0.4 s"), (0.96, "100 in 1.0 s"), (1.4, "100 in 1 s"),
-                                             (53.0, "100 in 53 s")])
+@pytest.mark.parametrize("seconds, shown", [
+    (0.44, "100 in 0.4 s"),
+    (0.96, "100 in 1.0 s"),
+    (1.4, "100 in 1 s"),
+    (53.0, "100 in 53 s"),
+])
 def test_b3_bound_shows_a_tenth_only_under_a_second(seconds, shown):
     assert report._bound({"bound": 100, "bind_seconds": seconds}) == shown
 

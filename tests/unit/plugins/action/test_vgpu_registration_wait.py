@@ -64,9 +64,72 @@ def test_a_listing_that_fails_fails_the_task():
 @pytest.mark.parametrize("args, fragment", [
     ({}, "needs expected"),
     ({"expected": EXPECTED, "timeout": "soon"}, r"seconds \(integers\): .*soon"),
-    ({"expected": EXPECTED, "delay": 0}, "delay >= 1"),
+    ({"expected": EXPECTED, "delay": 0}, "delay and status_period >= 1, got 300, 0 and 10"),
+    ({"expected": EXPECTED, "daemonsets": ["volcano-device-plugin"]}, "needs namespace"),
+    ({"expected": EXPECTED, "status_period": "10s"}, r"status_period are seconds \(integers\): .*'10s'"),
 ])
 def test_bad_arguments_are_named(args, fragment):
     module, dummy = action(args, [{"resources": []}])
     with pytest.raises(AnsibleActionFail, match=fragment):
         module.run(task_vars={})
+
+
+def pod(uid, ready_at):
+    return {"metadata": {"name": "volcano-device-plugin-" + uid, "uid": uid,
+                         "ownerReferences": [{"kind": "DaemonSet", "name": "volcano-device-plugin"}]},
+            "spec": {"nodeName": "rig01"},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": ready_at}]}}
+
+
+def by_kind(answers):
+    """An _execute_module answering each kind's listings in turn from answers[kind] (the last one repeated)."""
+    calls = []
+
+    def execute(module_name, module_args, task_vars):
+        calls.append(dict(module_args))
+        listed = answers[module_args["kind"]]
+        return listed[min(sum(c["kind"] == module_args["kind"] for c in calls), len(listed)) - 1]
+    return execute, calls
+
+
+DAEMONSET = {"metadata": {"name": "volcano-device-plugin", "generation": 2},
+             "spec": {"selector": {"matchLabels": {"name": "volcano-device-plugin"}}},
+             "status": {"observedGeneration": 2, "desiredNumberScheduled": 1, "updatedNumberScheduled": 1}}
+ROLLING = dict(DAEMONSET, status=dict(DAEMONSET["status"], updatedNumberScheduled=0))
+ARGS = {"expected": EXPECTED, "timeout": 120, "delay": 5, "daemonsets": ["volcano-device-plugin"],
+        "namespace": "kube-system", "status_period": 10, "kubeconfig": "/k"}
+
+
+def test_an_old_pods_registration_does_not_count_until_the_rollout_is_done():
+    module, dummy = action(ARGS, [])
+    # The node shows its registration all along (the replaced pod's); the DaemonSet rolls out at the second poll.
+    # Its new pod's Ready time is far in this clock's future (a cluster clock ahead), so only what the wait saw
+    # counts: Ready at 5 s, counted from 20 s (status_period 10 + 5).
+    module._execute_module, calls = by_kind({  # pylint: disable=protected-access
+        "Node": [{"resources": [REGISTERED]}], "DaemonSet": [{"resources": [ROLLING]}, {"resources": [DAEMONSET]}],
+        "Pod": [{"resources": [pod("old", "2026-01-01T00:00:00Z")]}, {"resources": [pod("new", "2999-01-01T00:00:00Z")]}]})
+    result = module.run(task_vars={})
+    assert result["check"] == {"ok": True, "problems": []}
+    assert (result["polls"], result["waited_s"]) == (5, 20)
+    assert calls[:3] == [{"kind": "Node", "kubeconfig": "/k"},
+                         {"kind": "DaemonSet", "namespace": "kube-system", "kubeconfig": "/k"},
+                         {"kind": "Pod", "namespace": "kube-system", "label_selectors": ["name=volcano-device-plugin"],
+                          "kubeconfig": "/k"}]
+
+
+def test_the_rollout_that_did_not_finish_is_named_first():
+    module, dummy = action(dict(ARGS, timeout=12), [])
+    module._execute_module, dummy = by_kind({  # pylint: disable=protected-access
+        "Node": [{"resources": [BARE]}], "DaemonSet": [{"resources": [ROLLING]}],
+        "Pod": [{"resources": [pod("old", "2026-01-01T00:00:00Z")]}]})
+    problems = module.run(task_vars={})["check"]["problems"]
+    assert problems[0] == "DaemonSet kube-system/volcano-device-plugin: rollout in progress, 0 of 1 pods updated"
+    assert problems[1].startswith("node rig01: volcano.sh/vgpu-number is missing")
+
+
+def test_a_daemonset_listing_that_fails_fails_the_task():
+    module, dummy = action(ARGS, [])
+    module._execute_module, dummy = by_kind({  # pylint: disable=protected-access
+        "Node": [{"resources": [REGISTERED]}], "DaemonSet": [{"failed": True, "msg": "Forbidden"}]})
+    result = module.run(task_vars={})
+    assert result["failed"] and result["msg"] == "could not list the DaemonSets of kube-system: Forbidden"

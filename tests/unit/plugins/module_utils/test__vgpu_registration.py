@@ -131,3 +131,81 @@ def test_memory_planned_from_a_minimum_is_a_floor():
                         "24000 MiB, from minimum)"]
     exact = dict(want, memory_exact=True)
     assert not reg.check_registration([node], {"rig01": exact})["ok"]
+
+
+# The plugin's DaemonSet and pods as k8s_info lists them; NOW is the controller's clock.
+NOW = datetime.datetime(2026, 12, 7, 12, 0, 0, tzinfo=datetime.timezone.utc)
+
+
+def daemonset(generation=2, observed=2, desired=2, updated=2, name="volcano-device-plugin"):
+    return {"metadata": {"name": name, "generation": generation},
+            "status": {"observedGeneration": observed, "desiredNumberScheduled": desired,
+                       "updatedNumberScheduled": updated, "numberAvailable": updated}}
+
+
+def plugin_pod(node, ready_ago=600, ready=True, owner="volcano-device-plugin", deleting=False, uid=None):
+    since = (NOW - datetime.timedelta(seconds=ready_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    meta = {"name": "plugin-%s-%s" % (node, uid or ready_ago), "uid": uid or "%s-%s" % (node, ready_ago),
+            "ownerReferences": [{"kind": "DaemonSet", "name": owner}]}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-07T11:59:00Z"
+    return {"metadata": meta, "spec": {"nodeName": node},
+            "status": {"conditions": [{"type": "PodScheduled", "status": "True"},
+                                      {"type": "Ready", "status": "True" if ready else "False",
+                                       "lastTransitionTime": since}]}}
+
+
+def rollout(daemonsets, pods, observed=None, period=10):
+    return reg.rollout_problems("kube-system", ["volcano-device-plugin"], daemonsets, pods, EXPECTED, NOW,
+                                observed or {}, period)
+
+
+SETTLED = [plugin_pod("rig01"), plugin_pod("rig02")]
+
+
+@pytest.mark.parametrize("daemonsets, pods, problems", [
+    # Converged: pods Ready for minutes, nothing to wait for.
+    ([daemonset()], SETTLED, []),
+    # The case a converge hit: the DaemonSet changed, its controller replaced one pod and not yet the other - the
+    # nodes still show the old pods' registrations, which must not count.
+    ([daemonset(updated=1)], SETTLED,
+     ["DaemonSet kube-system/volcano-device-plugin: rollout in progress, 1 of 2 pods updated"]),
+    ([daemonset(generation=3)], SETTLED,
+     ["DaemonSet kube-system/volcano-device-plugin: its controller has not seen the latest change yet"]),
+    ([], SETTLED, ["DaemonSet kube-system/volcano-device-plugin: not in the cluster"]),
+    # Rolled out, but rig02's new pod is 4 s old: kubelet may not have posted the node's status since.
+    ([daemonset()], [plugin_pod("rig01"), plugin_pod("rig02", ready_ago=4)],
+     ["node rig02: plugin pod plugin-rig02-4 Ready for 4 s; its registration counts after 15 s (kubelet posts the "
+      "node's status every 10 s)"]),
+    ([daemonset()], [plugin_pod("rig01"), plugin_pod("rig02", ready=False)],
+     ["node rig02: plugin pod plugin-rig02-600 is not Ready"]),
+    # The replaced pod still terminating does not count; another DaemonSet's pod on the node does not either.
+    ([daemonset()], [plugin_pod("rig01"), plugin_pod("rig02", deleting=True),
+                     plugin_pod("rig02", owner="nvidia-device-plugin-daemonset", uid="other")],
+     ["node rig02: no pod of DaemonSet volcano-device-plugin runs there"]),
+])
+def test_rollout_problems(daemonsets, pods, problems):
+    assert rollout(daemonsets, pods) == problems
+
+
+def test_a_registration_counts_after_kubelets_status_period_plus_the_margin():
+    fresh = [plugin_pod("rig01"), plugin_pod("rig02", ready_ago=16)]
+    assert rollout([daemonset()], fresh) == []
+    assert rollout([daemonset()], fresh, period=12) == [
+        "node rig02: plugin pod plugin-rig02-16 Ready for 16 s; its registration counts after 17 s (kubelet posts the "
+        "node's status every 12 s)"]
+
+
+def test_a_controller_clock_behind_the_cluster_waits_only_as_long_as_it_saw_the_pod_ready():
+    # The Ready time is in this clock's future (the cluster's clock ahead): what the wait itself saw counts.
+    ahead = [plugin_pod("rig01"), plugin_pod("rig02", ready_ago=-120, uid="new")]
+    waiting = rollout([daemonset()], ahead, observed={"new": 5})
+    assert waiting[0].startswith("node rig02: plugin pod plugin-rig02-new Ready for 5 s;")
+    assert rollout([daemonset()], ahead, observed={"new": 15}) == []
+
+
+def test_a_ready_time_that_cannot_be_read_counts_what_the_wait_saw():
+    unreadable = plugin_pod("rig02", uid="odd")
+    unreadable["status"]["conditions"][1]["lastTransitionTime"] = None
+    assert rollout([daemonset()], [plugin_pod("rig01"), unreadable], observed={"odd": 15}) == []
+    assert "Ready for 0 s" in rollout([daemonset()], [plugin_pod("rig01"), unreadable])[0]

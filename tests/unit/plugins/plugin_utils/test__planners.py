@@ -57,6 +57,8 @@ BAD = [
     # waits: at least a second, at most a day
     ("volcano", {"volcano_wait_timeout": 0}, "volcano_wait_timeout must be a number of seconds from 1 to 86400, got 0"),
     ("device_plugin", {"device_plugin_wait_timeout": 10 ** 9}, "device_plugin_wait_timeout must be a number of seconds"),
+    ("device_plugin", {"device_plugin_kubelet_status_period": "10s"}, "device_plugin_kubelet_status_period must be a "
+                                                                      "number of seconds from 1 to 86400, got '10s'"),
     ("nvidia_driver", {"nvidia_driver_drain_timeout": -5}, "nvidia_driver_drain_timeout must be a number of seconds"),
     ("container_runtime", {"container_runtime_restart_timeout": 0}, "container_runtime_restart_timeout must be"),
     ("smoke_test", {"smoke_test_timeout": 0}, "smoke_test_timeout must be a number of seconds"),
