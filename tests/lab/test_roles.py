@@ -132,8 +132,7 @@ def test_queue_settings_apply_and_a_matching_queue_is_left_alone(lab):
             "status": {"allocated": {"cpu": "1"}}})
         rc, out, err = converge(lab, "--tags", "volcano_queues", "-e", changed_to)
         assert rc == 0 and changed(out) == 0, failed_messages(out)
-        applied = [task["hosts"]["localhost"] for play in out["plays"] for task in play["tasks"]
-                   if task["task"]["name"].endswith("volcano : Queues")]
+        applied = task_results(out, "volcano : Queues")
         assert applied and applied[0].get("results") == [], applied
     finally:
         # Back to the inventory's queue, also after a failure above (its assertions then stay the ones reported).
