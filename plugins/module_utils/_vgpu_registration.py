@@ -81,8 +81,16 @@ def registration_due(node, started, started_text=None):
 
 def scheduler_start_time(scheduler_pods):
     """scheduler_started() as a datetime, or None."""
-    since = scheduler_started(scheduler_pods)
-    return datetime.datetime.strptime(since.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S%z") if since else None
+    return kube_time(scheduler_started(scheduler_pods))
+
+
+def kube_time(text):
+    """An API object's timestamp ('2026-12-07T14:04:55Z', RFC 3339 in whole seconds) as a datetime; None where it
+    is missing or unreadable."""
+    try:
+        return datetime.datetime.strptime(str(text).replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S%z")
+    except ValueError:
+        return None
 
 
 def unseen_nodes(nodes, scheduler_pods):
@@ -140,23 +148,13 @@ def check_registration(nodes, expected):
     return {"ok": not problems, "problems": problems}
 
 
+def _ready_condition(pod):
+    return next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+
+
 def pod_ready(pod):
     """Whether the pod's Ready condition is True."""
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
-
-
-def _ready_since(pod):
-    """When the Ready pod's condition last turned True (datetime), or None where the time is missing or unreadable
-    (the caller then counts only what it saw itself)."""
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            try:
-                return datetime.datetime.strptime(str(condition.get("lastTransitionTime")).replace("Z", "+0000"),
-                                                  "%Y-%m-%dT%H:%M:%S%z")
-            except ValueError:
-                return None
-    return None
+    return _ready_condition(pod).get("status") == "True"
 
 
 def daemonset_rollout(daemonset):
@@ -206,7 +204,8 @@ def rollout_problems(namespace, names, daemonsets, pods, expected, now, observed
             if not pod_ready(pod):
                 problems.append("node %s: plugin pod %s is not Ready" % (node, name))
                 continue
-            since = _ready_since(pod)
+            # A Ready time missing or unreadable: only what the caller saw itself counts.
+            since = kube_time(_ready_condition(pod).get("lastTransitionTime"))
             ready = max((now - since).total_seconds() if since else 0, observed.get(pod["metadata"].get("uid"), 0))
             if ready < settle:
                 problems.append("node %s: plugin pod %s Ready for %d s; its registration counts after %d s (kubelet "

@@ -140,7 +140,7 @@ NOW = datetime.datetime(2026, 12, 7, 12, 0, 0, tzinfo=datetime.timezone.utc)
 def daemonset(generation=2, observed=2, desired=2, updated=2, name="volcano-device-plugin"):
     return {"metadata": {"name": name, "generation": generation},
             "status": {"observedGeneration": observed, "desiredNumberScheduled": desired,
-                       "updatedNumberScheduled": updated, "numberAvailable": updated}}
+                       "updatedNumberScheduled": updated}}
 
 
 def plugin_pod(node, ready_ago=600, ready=True, owner="volcano-device-plugin", deleting=False, uid=None):
