@@ -7,12 +7,14 @@ Pure functions, no Ansible. Ships to the kube_control host with module ``vgpu_sm
 re-registration) and serves on the controller the ``device_plugin`` role's wait for the registration (filter
 ``vgpu_registration_check``) and the ``volcano`` role's wait after a scheduler rollout (filter
 ``vgpu_unseen_nodes``); the plan the registration is compared with is controller-only (plugin_utils/_vgpu_plugin.py).
-``rollout_problems`` is the part of the device_plugin wait that reads the plugin's DaemonSets and pods.
+``rollout_problems`` is the part of the device_plugin wait that reads the plugin's DaemonSets and pods, and
+``wait_for_registration`` its loop (module ``vgpu_registration_wait``, on the host that reaches the API server).
 """
 
 from __future__ import annotations
 
 import datetime
+import time
 
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _contract
 
@@ -67,12 +69,14 @@ def scheduler_started(pods):
     return max(times) if times else None
 
 
-def registration_due(node, started, started_text=None):
-    """When the scheduler that started at `started` (datetime; `started_text` as the pod status says it) has seen
-    this node's vGPUs: None once the plugin re-registered (handshake) FIRST_SESSION_MARGIN_S after that start, or the
-    volcano role marked the node for this start (RESYNC); else the time after which the node must change."""
+def registration_due(node, started):
+    """When the scheduler that started at `started` (datetime) has seen this node's vGPUs: None once the plugin
+    re-registered (handshake) FIRST_SESSION_MARGIN_S after that start, or the volcano role marked the node for this
+    start (RESYNC); else the time after which the node must change."""
     annotations = (node.get("metadata") or {}).get("annotations") or {}
-    if started_text is not None and annotations.get(RESYNC) == started_text:
+    # Compared as times: the role writes the mark as the API server wrote startedAt ('...Z'), while a typed client
+    # serializes the same instant as '...+00:00' (vgpu_smoke).
+    if kube_time(annotations.get(RESYNC)) == started:
         return None
     reported = handshake_time(annotations.get(HANDSHAKE))
     due = started + datetime.timedelta(seconds=FIRST_SESSION_MARGIN_S)
@@ -80,13 +84,22 @@ def registration_due(node, started, started_text=None):
 
 
 def scheduler_start_time(scheduler_pods):
-    """scheduler_started() as a datetime, or None."""
-    return kube_time(scheduler_started(scheduler_pods))
+    """scheduler_started() as a datetime, or None where no scheduler runs. A start time that is not RFC 3339 raises
+    ValueError: taking every node as seen would let vGPU pods onto nodes the scheduler has no devices for."""
+    text = scheduler_started(scheduler_pods)
+    if text is None:
+        return None
+    started = kube_time(text)
+    if started is None:
+        raise ValueError("the running Volcano scheduler's startedAt %r is not an RFC 3339 time" % (text,))
+    return started
 
 
 def kube_time(text):
-    """An API object's timestamp ('2026-12-07T14:04:55Z', RFC 3339 in whole seconds) as a datetime; None where it
-    is missing or unreadable."""
+    """An API object's timestamp ('2026-12-07T14:04:55Z', RFC 3339 in whole seconds; '+00:00' as a typed client
+    writes it) as a datetime; None where it is missing or unreadable."""
+    if not text:
+        return None
     try:
         return datetime.datetime.strptime(str(text).replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S%z")
     except ValueError:
@@ -97,13 +110,12 @@ def unseen_nodes(nodes, scheduler_pods):
     """Names of the vGPU nodes (k8s_info dicts with the plugin's register annotation) that have not changed since
     the running scheduler's first session - no handshake since, and no RESYNC mark for this scheduler: Volcano places
     vGPU pods there without a device until they have. Nodes without a vGPU registration are not waited for."""
-    started_text = scheduler_started(scheduler_pods)
     started = scheduler_start_time(scheduler_pods)
     if started is None:
         return []
     return sorted(n["metadata"]["name"] for n in nodes or []
                   if REGISTER in ((n.get("metadata") or {}).get("annotations") or {})
-                  and registration_due(n, started, started_text) is not None)
+                  and registration_due(n, started) is not None)
 
 
 def resync_patches(nodes, scheduler_pods, now):
@@ -212,3 +224,59 @@ def rollout_problems(namespace, names, daemonsets, pods, expected, now, observed
                                 "posts the node's status every %d s)" % (node, name, max(ready, 0), settle,
                                                                          status_period))
     return problems
+
+
+def wait_for_registration(list_objects, expected, daemonsets=(), namespace=None, status_period=10, timeout=300,
+                          delay=5, monotonic=time.monotonic, sleep=time.sleep, utcnow=None):
+    """Poll every `delay` seconds until check_registration() of the listed Nodes passes - with `daemonsets`, also
+    rollout_problems() of those DaemonSets in `namespace` and their pods - or the next poll would end after
+    `timeout` seconds. Returns {ok, check, resources (the last poll's Nodes), polls, waited_s}; a listing that fails
+    ends the wait at once: {ok: False, failed: message, polls}.
+
+    list_objects(kind, api_version, namespace=None, label_selectors=None) -> {resources: [dicts as k8s_info returns
+    them]} or {failed: True, msg}; one client serves every listing of every poll (a process per listing cost
+    seconds per poll on a loaded control host)."""
+    utcnow = utcnow or (lambda: datetime.datetime.now(datetime.timezone.utc))
+    started = monotonic()
+    polls = 0
+    first_ready = {}  # pod uid -> when this wait first saw it Ready (monotonic)
+    while True:
+        polls += 1
+        listed = list_objects("Node", "v1")
+        if listed.get("failed"):
+            return {"ok": False, "polls": polls, "failed": "could not list the nodes: %s" % listed.get("msg", "")}
+        nodes = listed.get("resources") or []
+        check = check_registration(nodes, expected)
+        if daemonsets:
+            rollout = _poll_rollout(list_objects, namespace, daemonsets, expected, status_period, first_ready,
+                                    monotonic(), utcnow())
+            if "failed" in rollout:
+                return {"ok": False, "polls": polls, "failed": rollout["failed"]}
+            check = {"ok": check["ok"] and not rollout["problems"], "problems": rollout["problems"] + check["problems"]}
+        waited = monotonic() - started
+        if check["ok"] or waited + delay > timeout:
+            return {"ok": check["ok"], "check": check, "resources": nodes, "polls": polls, "waited_s": round(waited, 1)}
+        sleep(delay)
+
+
+def _poll_rollout(list_objects, namespace, names, expected, status_period, first_ready, clock, now):
+    """{problems} of the plugin's DaemonSets and their pods on the expected nodes, or {failed: message};
+    first_ready (pod uid -> monotonic time first seen Ready) is updated from this poll."""
+    listed = list_objects("DaemonSet", "apps/v1", namespace=namespace)
+    if listed.get("failed"):
+        return {"failed": "could not list the DaemonSets of %s: %s" % (namespace, listed.get("msg", ""))}
+    found = [d for d in listed.get("resources") or [] if d["metadata"]["name"] in names]
+    pods = []
+    for daemonset in found:
+        selector = ((daemonset.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        listed = list_objects("Pod", "v1", namespace=namespace,
+                              label_selectors=["%s=%s" % item for item in sorted(selector.items())])
+        if listed.get("failed"):
+            return {"failed": "could not list the pods of DaemonSet %s/%s: %s"
+                              % (namespace, daemonset["metadata"]["name"], listed.get("msg", ""))}
+        pods += listed.get("resources") or []
+    for pod in pods:
+        if pod_ready(pod):
+            first_ready.setdefault(pod["metadata"].get("uid"), clock)
+    observed = {uid: clock - since for uid, since in first_ready.items()}
+    return {"problems": rollout_problems(namespace, names, found, pods, expected, now, observed, status_period)}

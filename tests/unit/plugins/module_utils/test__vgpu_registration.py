@@ -99,6 +99,20 @@ def test_a_plugin_without_handshake_is_seen_once_marked_for_the_running_schedule
     assert reg.unseen_nodes(nodes, pods) == ["rig01", "rig02"]
 
 
+def test_a_mark_counts_however_the_start_time_is_written():
+    """The role marks from k8s_info (startedAt as the API server writes it); vgpu_smoke reads the scheduler pod
+    through a typed client, which writes the same instant as +00:00."""
+    typed = [scheduler_pod("2026-12-01T11:05:00+00:00")]
+    assert reg.unseen_nodes([quiet_node("rig01", resync="2026-12-01T11:05:00Z")], typed) == []
+    assert reg.unseen_nodes([quiet_node("rig01", resync="2026-12-01T11:04:59Z")], typed) == ["rig01"]
+
+
+@pytest.mark.parametrize("started", ["yesterday", "2026-12-01 11:05:00", "2026-12-01T11:05:00"])
+def test_an_unreadable_scheduler_start_is_an_error_not_every_node_seen(started):
+    with pytest.raises(ValueError, match="startedAt '%s' is not an RFC 3339 time" % started):
+        reg.unseen_nodes([quiet_node("rig01")], [scheduler_pod(started)])
+
+
 @pytest.mark.parametrize("now, wait", [
     ("2026-12-01T11:05:02Z", 9),     # 8 s before the first session is due, and a second to be sure
     ("2026-12-01T11:05:30Z", 0),     # due already

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.gpufleet.vgpu.plugins.modules import repo_key, vgpu_smoke
+from ansible_collections.gpufleet.vgpu.plugins.modules import repo_key, vgpu_registration_wait, vgpu_smoke
 
 GPG = shutil.which("gpg") or "gpg"
 
@@ -52,6 +52,33 @@ def test_vgpu_smoke_builds_kubernetes_cores_client_from_its_auth_options(tmp_pat
 def test_vgpu_smoke_refuses_an_unknown_option():
     result, failed = run(vgpu_smoke, {"kubeconfig_path_typo": "/root/.kube/config"})
     assert failed and "kubeconfig_path_typo" in result["msg"]
+
+
+# vgpu_registration_wait: its own options refused before a client is built; the client is kubernetes.core's.
+WAIT = {"expected": {}, "kubeconfig": "/nonexistent/kubeconfig"}
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"delay": 0}, "timeout must be >= 0, delay and status_period >= 1, got 300, 0 and 10"),
+    ({"timeout": -1}, "timeout must be >= 0, delay and status_period >= 1, got -1, 5 and 10"),
+    ({"status_period": 0}, "timeout must be >= 0, delay and status_period >= 1, got 300, 5 and 0"),
+    ({"daemonsets": ["volcano-device-plugin"]}, "daemonsets ['volcano-device-plugin'] need namespace (the plugin's)"),
+])
+def test_vgpu_registration_wait_refuses_bad_options_before_any_listing(args, message):
+    result, failed = run(vgpu_registration_wait, dict(WAIT, **args))
+    assert failed and (result["msg"], result["polls"]) == (message, 0)
+
+
+def test_vgpu_registration_wait_needs_expected_and_integers():
+    result, failed = run(vgpu_registration_wait, {"kubeconfig": "/k"})
+    assert failed and "missing required arguments: expected" in result["msg"]
+    result, failed = run(vgpu_registration_wait, dict(WAIT, timeout="soon"))
+    assert failed and "timeout" in result["msg"] and "int" in result["msg"]
+
+
+def test_vgpu_registration_wait_builds_kubernetes_cores_client(tmp_path):
+    result, failed = run(vgpu_registration_wait, dict(WAIT, kubeconfig=str(tmp_path / "missing")))
+    assert failed and result["msg"].startswith("Could not create API client") and result["polls"] == 0, result
 
 
 # repo_key: a key is installed only when its fingerprint is pinned.
