@@ -72,6 +72,11 @@ VARIANTS = {
                      "plugin_register": "on-change"},
 }
 DEFAULT_VARIANTS = ("stock", "fixed", "quiet-plugin")
+# The variants whose binds a run of more than one round measures again, each round after plain pods of its own: the
+# goal's ratio (fixed against plain) moved from 0.76 to 0.45 between two single runs of one commit on a shared 2-core
+# machine, so it is judged on the median round. The stock scheduler on 1000 nodes runs to the deadline (900 s), and
+# quiet-plugin answers a question no goal asks: those run once.
+DEFAULT_REPEAT_VARIANTS = ("fixed",)
 # The scheduler settings a variant may add, each a volcano role variable: w1-v2 is 1 node worker thread at log level 2;
 # p10 has the scheduler look for 10% of the nodes (at least Volcano's 100) that fit a pod, instead of its adaptive
 # share (50% minus 1% per 125 nodes, at least 5%).
@@ -511,7 +516,9 @@ def clear(core, namespace, timeout=1800):
     raise RuntimeError("namespace %s not gone within %d s" % (namespace, timeout))
 
 
-def one(out_work, count, variants, deadline):
+def one(out_work, count, variants, deadline, rounds=1, repeat_variants=DEFAULT_REPEAT_VARIANTS):
+    """One fleet size: converge and rerun, the plain pods and every variant once, then rounds 2..`rounds` of the plain
+    pods and the `repeat_variants` again (row["repeats"])."""
     work = out_work / ("n%d" % count)
     nodes_file, inventory, names = fleet(work, count)
     chosen = [variant(name) for name in variants]
@@ -550,6 +557,16 @@ def one(out_work, count, variants, deadline):
         for chosen_variant in chosen:
             row["variants"].append(bind_variant(lab, api, core, inventory, count, chosen_variant, deadline,
                                                 work / chosen_variant["name"], plain))
+        again = [v for v in chosen if v["name"] in repeat_variants] if rounds > 1 else []
+        if again:
+            row["repeats"] = []
+        for number in range(2, rounds + 1) if again else ():
+            # Plain pods again just before, so that each round's ratio is of two binds minutes apart.
+            plain_again = throughput(api, core, PODS_PER_NODE * count, PLAIN, "bench-b3-plain")
+            clear(core, "bench-b3-plain")
+            row["repeats"].append({"round": number, "plain": plain_again, "variants": [
+                bind_variant(lab, api, core, inventory, count, v, deadline, work / ("%s-round%d" % (v["name"], number)),
+                             plain_again) for v in again]})
         time.sleep(2)
         row["peak_rss_mib"] = sampler.peak
         common.log("B3 %d nodes: %s" % (count, json.dumps(row)[:2000]))
@@ -580,15 +597,19 @@ def bind_variant(lab, api, core, inventory, count, chosen, deadline, work, plain
     return result
 
 
-def run(out_dir, sizes=(10, 100, 1000), variants=DEFAULT_VARIANTS, deadline=BIND_DEADLINE_S, name="b3-scale"):
-    for chosen in variants:
+def run(out_dir, sizes=(10, 100, 1000), variants=DEFAULT_VARIANTS, deadline=BIND_DEADLINE_S, name="b3-scale", rounds=1,
+        repeat_variants=DEFAULT_REPEAT_VARIANTS):
+    for chosen in list(variants) + list(repeat_variants):
         variant(chosen)  # an unknown name stops before any lab starts
+    if rounds < 1:
+        raise SystemExit("B3 rounds must be >= 1, got %r" % (rounds,))
     rows = []
     for count in sizes:
-        rows.append(one(out_dir / "b3-work", count, variants, deadline))
+        rows.append(one(out_dir / "b3-work", count, variants, deadline, rounds, repeat_variants))
         # Written after every size: a larger fleet that fails keeps the smaller ones' figures.
         result = common.write_result(out_dir, name, {
             "pods_per_node": PODS_PER_NODE, "bind_deadline_s": deadline, "group_size": GROUP_SIZE,
             "timeline_step_s": TIMELINE_STEP_S, "profile_at_s": list(profile_starts(deadline)), "profile_s": PROFILE_S,
-            "variants": {v: variant(v)["label"] for v in variants}, "runs": rows})
+            "variants": {v: variant(v)["label"] for v in variants}, "rounds": rounds,
+            "repeat_variants": [v for v in repeat_variants if v in variants], "runs": rows})
     return result

@@ -54,6 +54,11 @@ def main(argv=None):
                         "(any of them: p10), or a variant and settings joined by '+' (fixed+p10)")
     parser.add_argument("--b3-deadline", type=int, default=None, help="seconds after the release a B3 run stops "
                         "(default 900; b3-settings: 300)")
+    parser.add_argument("--b3-rounds", type=int, default=3, help="B3: rounds of plain pods and --b3-repeat-variants' "
+                        "binds per size (the first round binds every variant; the goals are judged on the median "
+                        "round)")
+    parser.add_argument("--b3-repeat-variants", type=names, default=("fixed",),
+                        help="B3's variants bound again in rounds 2 and on (default: fixed)")
     parser.add_argument("--b3-settings-sizes", type=sizes, default=(100, 1000))
     parser.add_argument("--doc", default=str(common.ROOT / "docs" / "benchmarks.md"))
     parser.add_argument("--start-file", help="JSON of `make bench`'s start (its time, the caches it found)")
@@ -82,7 +87,8 @@ def main(argv=None):
                 elif name == "b3":
                     import b3_scale  # pylint: disable=import-outside-toplevel
                     b3_scale.run(out, args.b3_sizes, args.b3_variants or b3_scale.DEFAULT_VARIANTS,
-                                 args.b3_deadline or b3_scale.BIND_DEADLINE_S)
+                                 args.b3_deadline or b3_scale.BIND_DEADLINE_S, rounds=args.b3_rounds,
+                                 repeat_variants=args.b3_repeat_variants)
                 else:
                     import b3_scale  # pylint: disable=import-outside-toplevel
                     b3_scale.run(out, args.b3_settings_sizes, args.b3_variants or SETTINGS_SWEEP,

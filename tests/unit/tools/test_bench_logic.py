@@ -229,3 +229,13 @@ def test_b3_variant_names_compose_a_build_and_settings(name, label, settings):
 def test_b3_variant_names_refused_name_what_is_allowed(name, needle):
     with pytest.raises(SystemExit, match=re.escape(needle)):
         b3_scale.variant(name)
+
+
+@pytest.mark.parametrize("options, needle", [
+    ({"rounds": 0}, "B3 rounds must be >= 1, got 0"),
+    ({"rounds": 3, "repeat_variants": ("fixd",)}, "unknown B3 variant 'fixd'"),
+])
+def test_b3_rounds_refused_before_any_lab_starts(tmp_path, options, needle):
+    with pytest.raises(SystemExit, match=re.escape(needle)):
+        b3_scale.run(tmp_path, sizes=(10,), **options)
+    assert not list(tmp_path.iterdir())
