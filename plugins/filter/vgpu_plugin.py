@@ -38,6 +38,8 @@ _value:
 
 import datetime
 
+from ansible.errors import AnsibleFilterError
+
 from ansible_collections.gpufleet.vgpu.plugins.module_utils import _vgpu_registration
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _compat
 from ansible_collections.gpufleet.vgpu.plugins.plugin_utils import _gpu_hosts
@@ -50,7 +52,10 @@ def vgpu_registration_check(nodes, expected):
 
 
 def vgpu_unseen_nodes(nodes, scheduler_pods):
-    return _vgpu_registration.unseen_nodes(nodes, scheduler_pods)
+    try:
+        return _vgpu_registration.unseen_nodes(nodes, scheduler_pods)
+    except ValueError as exc:  # a scheduler start time that is not RFC 3339
+        raise AnsibleFilterError("vgpu_unseen_nodes: %s" % exc) from exc
 
 
 def vgpu_resync_patches(nodes, scheduler_pods, now):
@@ -58,7 +63,10 @@ def vgpu_resync_patches(nodes, scheduler_pods, now):
         now = datetime.datetime.fromisoformat(now.replace("Z", "+00:00"))
     if now.tzinfo is None:  # Ansible's now(utc=true) is naive
         now = now.replace(tzinfo=datetime.timezone.utc)
-    return _vgpu_registration.resync_patches(nodes, scheduler_pods, now)
+    try:
+        return _vgpu_registration.resync_patches(nodes, scheduler_pods, now)
+    except ValueError as exc:
+        raise AnsibleFilterError("vgpu_resync_patches: %s" % exc) from exc
 
 
 def vgpu_conflicting_daemonsets(daemonsets, listed, image_pattern):

@@ -234,8 +234,8 @@ def wait_for_registration(list_objects, expected, daemonsets=(), namespace=None,
     ends the wait at once: {ok: False, failed: message, polls}.
 
     list_objects(kind, api_version, namespace=None, label_selectors=None) -> {resources: [dicts as k8s_info returns
-    them]} or {failed: True, msg}; one client serves every listing of every poll (a process per listing cost
-    seconds per poll on a loaded control host)."""
+    them]} or {failed: True, msg}; one client serves every listing of every poll (a process per listing, as
+    k8s_info tasks, cost about a second each in the lab)."""
     utcnow = utcnow or (lambda: datetime.datetime.now(datetime.timezone.utc))
     started = monotonic()
     polls = 0

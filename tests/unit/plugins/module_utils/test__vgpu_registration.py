@@ -223,3 +223,13 @@ def test_a_ready_time_that_cannot_be_read_counts_what_the_wait_saw():
     unreadable["status"]["conditions"][1]["lastTransitionTime"] = None
     assert rollout([daemonset()], [plugin_pod("rig01"), unreadable], observed={"odd": 15}) == []
     assert "Ready for 0 s" in rollout([daemonset()], [plugin_pod("rig01"), unreadable])[0]
+
+
+def test_the_filters_name_an_unreadable_scheduler_start():
+    from ansible.errors import AnsibleFilterError  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpufleet.vgpu.plugins.filter import vgpu_plugin  # pylint: disable=import-outside-toplevel
+    pods = [scheduler_pod("Mon Dec 1 11:05:00 2026")]
+    with pytest.raises(AnsibleFilterError, match="vgpu_unseen_nodes: the running Volcano scheduler's startedAt"):
+        vgpu_plugin.vgpu_unseen_nodes([quiet_node("rig01")], pods)
+    with pytest.raises(AnsibleFilterError, match="vgpu_resync_patches: .*'Mon Dec 1 11:05:00 2026' is not an RFC 3339 time"):
+        vgpu_plugin.vgpu_resync_patches([quiet_node("rig01")], pods, "2026-12-01T11:06:00Z")
