@@ -37,6 +37,7 @@ import time
 import urllib.request
 
 import yaml
+import urllib3
 from gpufleet_lab import images
 from kubernetes import client, watch
 from prometheus_client.parser import text_string_to_metric_families
@@ -498,10 +499,10 @@ def clear(core, namespace, timeout=1800):
         try:
             core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
             break
-        except client.exceptions.ApiException as exc:
-            # 10,000 pods under a busy scheduler outlast the API server's 60 s request timeout: it answers 504 and
-            # goes on deleting. Ask again for what is left.
-            if exc.status not in (500, 503, 504) or time.time() > deadline:
+        except (client.exceptions.ApiException, urllib3.exceptions.HTTPError) as exc:
+            # 10,000 pods under a busy scheduler outlast the API server's 60 s request timeout: it answers 504, or
+            # closes the connection without an answer, and goes on deleting. Ask again for what is left.
+            if getattr(exc, "status", None) not in (None, 500, 503, 504) or time.time() > deadline:
                 raise
             time.sleep(5)
     core.delete_namespace(namespace)

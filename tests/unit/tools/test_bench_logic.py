@@ -239,3 +239,38 @@ def test_b3_rounds_refused_before_any_lab_starts(tmp_path, options, needle):
     with pytest.raises(SystemExit, match=re.escape(needle)):
         b3_scale.run(tmp_path, sizes=(10,), **options)
     assert not list(tmp_path.iterdir())
+
+
+class DroppingCore:
+    """A CoreV1Api stand-in whose first collection delete loses its connection, as a busy API server's does."""
+
+    def __init__(self, error):
+        self.error, self.calls = error, []
+
+    def delete_collection_namespaced_pod(self, namespace, grace_period_seconds):
+        self.calls.append(("delete pods", namespace, grace_period_seconds))
+        if len(self.calls) == 1:
+            raise self.error
+
+    def delete_namespace(self, namespace):
+        self.calls.append(("delete namespace", namespace))
+
+    def read_namespace(self, namespace):
+        raise b3_scale.client.exceptions.ApiException(status=404)
+
+
+@pytest.mark.parametrize("error", [
+    b3_scale.urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError()),
+    b3_scale.client.exceptions.ApiException(status=504),
+])
+def test_b3_clear_asks_again_when_the_api_server_gives_up_on_a_large_delete(monkeypatch, error):
+    monkeypatch.setattr(b3_scale.time, "sleep", lambda seconds: None)
+    core = DroppingCore(error)
+    b3_scale.clear(core, "bench-b3-plain")
+    assert core.calls == [("delete pods", "bench-b3-plain", 0)] * 2 + [("delete namespace", "bench-b3-plain")]
+
+
+def test_b3_clear_does_not_retry_what_a_retry_cannot_fix():
+    core = DroppingCore(b3_scale.client.exceptions.ApiException(status=403))
+    with pytest.raises(b3_scale.client.exceptions.ApiException):
+        b3_scale.clear(core, "bench-b3-plain")
