@@ -558,14 +558,12 @@ def one(out_work, count, variants, deadline, rounds=1, repeat_variants=DEFAULT_R
         for chosen_variant in chosen:
             row["variants"].append(bind_variant(lab, api, core, inventory, count, chosen_variant, deadline,
                                                 work / chosen_variant["name"], plain))
-        again = [v for v in chosen if v["name"] in repeat_variants] if rounds > 1 else []
-        if again:
-            row["repeats"] = []
+        again = [v for v in chosen if v["name"] in repeat_variants]
         for number in range(2, rounds + 1) if again else ():
             # Plain pods again just before, so that each round's ratio is of two binds minutes apart.
             plain_again = throughput(api, core, PODS_PER_NODE * count, PLAIN, "bench-b3-plain")
             clear(core, "bench-b3-plain")
-            row["repeats"].append({"round": number, "plain": plain_again, "variants": [
+            row.setdefault("repeats", []).append({"round": number, "plain": plain_again, "variants": [
                 bind_variant(lab, api, core, inventory, count, v, deadline, work / ("%s-round%d" % (v["name"], number)),
                              plain_again) for v in again]})
         time.sleep(2)

@@ -526,38 +526,35 @@ def _rounds(rows, nodes, name):
 
 
 def _rounds_text(rounds):
-    """'10000 in 89 s bound, 73%' for one round; '3 rounds: median 62% (45% to 76%), every pod bound in each' for
+    """'10000 in 89 s bound, 73%' for one round; '3 rounds: median 62% (45%-76%), every pod bound in each' for
     more."""
-    ratios = [_plain_share(run) for dummy, run in rounds]
+    shares = [100 * _plain_share(run) for dummy, run in rounds]
     if len(rounds) == 1:
-        return "%s bound, %.0f%%" % (_bound(rounds[0][1]["throughput"]), 100 * ratios[0])
+        return "%s bound, %.0f%%" % (_bound(rounds[0][1]["throughput"]), shares[0])
     short = [_bound(run["throughput"]) for dummy, run in rounds if not _all_bound(run["throughput"])]
-    return "%d rounds: median %.0f%% (%.0f%% to %.0f%%), %s" % (
-        len(rounds), 100 * statistics.median(ratios), 100 * min(ratios), 100 * max(ratios),
+    return "%d rounds: median %s, %s" % (
+        len(rounds), _spread(shares, "%.0f%%"),
         "every pod bound in each" if not short else "not every pod bound in %s" % ", ".join(short))
 
 
 def b3_rounds(data):
     """The table of every round of the variants B3 bound more than once, or a line saying it bound each once."""
     rows = data["runs"]
-    repeated = [(row["nodes"], name) for row in rows for name in (data.get("repeat_variants") or [])
-                if len(_rounds(rows, row["nodes"], name)) > 1]
+    repeated = [(row["nodes"], name, _rounds(rows, row["nodes"], name)) for row in rows
+                for name in data.get("repeat_variants") or []]
+    repeated = [item for item in repeated if len(item[2]) > 1]
     if not repeated:
         return "Each variant bound once per fleet size in this run."
-    lines = []
-    for nodes, name in repeated:
-        rounds = _rounds(rows, nodes, name)
-        ratios = [_plain_share(run) for dummy, run in rounds]
-        lines.append([nodes, name, len(rounds),
-                      ", ".join("%s" % plain["pods_per_s"] if plain else "-" for plain, dummy in rounds),
-                      ", ".join("%s" % run["throughput"]["pods_per_s"] for dummy, run in rounds),
-                      ", ".join("%.2f" % r for r in ratios),
-                      "%.2f (%.2f to %.2f)" % (statistics.median(ratios), min(ratios), max(ratios))])
+    lines = [[nodes, name, len(rounds),
+              ", ".join("%s" % plain["pods_per_s"] if plain else "-" for plain, dummy in rounds),
+              ", ".join("%s" % run["throughput"]["pods_per_s"] for dummy, run in rounds),
+              ", ".join("%.2f" % _plain_share(run) for dummy, run in rounds),
+              _spread([_plain_share(run) for dummy, run in rounds], "%.2f")] for nodes, name, rounds in repeated]
     return ("The variant %s bound again in rounds of its own, each after plain pods of its own on the same lab "
-            "(`bench.py --b3-rounds %d`); the first round is the table above. Per round, in order:\n\n%s" % (
-                " and ".join("**%s**" % name for name in sorted({name for dummy, name in repeated})), data.get("rounds"),
-                _table(["nodes", "variant", "rounds", "plain binds/s", "vGPU binds/s", "vGPU / plain",
-                        "median (range)"], lines)))
+            "(`bench.py --b3-rounds %d`). Per round, round 1 first:\n\n%s" % (
+                " and ".join("**%s**" % name for name in sorted({name for dummy, name, dummy2 in repeated})),
+                data["rounds"], _table(["nodes", "variant", "rounds", "plain binds/s", "vGPU binds/s", "vGPU / plain",
+                                        "median (range)"], lines)))
 
 
 def b3_goals(data):

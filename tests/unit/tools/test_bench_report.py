@@ -115,8 +115,8 @@ def with_rounds(data, nodes, rounds):
 
 @pytest.mark.parametrize("first, rounds, verdict, shown", [
     # The median round decides: one slow round of three does not fail the goal, nor does one fast round pass it.
-    (60.0, [(100.0, 40.0, 10000), (50.0, 30.0, 10000)], "met", "3 rounds: median 60% (40% to 60%), every pod bound"),
-    (40.0, [(100.0, 45.0, 10000), (50.0, 40.0, 10000)], "not met", "3 rounds: median 45% (40% to 80%)"),
+    (60.0, [(100.0, 40.0, 10000), (50.0, 30.0, 10000)], "met", "3 rounds: median 60% (40%-60%), every pod bound"),
+    (40.0, [(100.0, 45.0, 10000), (50.0, 40.0, 10000)], "not met", "3 rounds: median 45% (40%-80%)"),
     # Every round must bind every pod, whatever the median.
     (60.0, [(100.0, 90.0, 10000), (100.0, 90.0, 9000)], "not met", "not every pod bound in 9000 in 100 s"),
 ])
@@ -133,7 +133,7 @@ def test_b3_rounds_table_gives_each_round_in_order():
     data = with_rounds(b3_data(10000, 40.0, 100.0, (10000, 60.0)), 1000, [(100.0, 40.0, 10000), (50.0, 30.0, 10000)])
     table = report.b3(data)["b3_rounds"]
     assert "`bench.py --b3-rounds 3`" in table
-    assert "| 1000 | fixed | 3 | 100.0, 100.0, 50.0 | 60.0, 40.0, 30.0 | 0.60, 0.40, 0.60 | 0.60 (0.40 to 0.60) |" \
+    assert "| 1000 | fixed | 3 | 100.0, 100.0, 50.0 | 60.0, 40.0, 30.0 | 0.60, 0.40, 0.60 | 0.60 (0.40-0.60) |" \
         in table, table
     assert "| 100 | fixed |" not in table
     assert report.b3(b3_data(10000, 40.0, 100.0))["b3_rounds"] == "Each variant bound once per fleet size in this run."
