@@ -21,16 +21,18 @@ changed (as the plugin's main branch does), and for the settings sweeps the sche
 level and share of the nodes it looks for per pod, alone or over one of those builds (variant()). Each variant is
 applied as a site would (playbooks/cluster.yml --tags volcano: the role rolls the scheduler and waits until it has
 seen every vGPU node), and each run records what the scheduler received and did while the pods bound: the Node
-updates (a watch, sorted by what changed), the scheduler's CPU seconds, CPU profiles (its --enable-pprof endpoint)
-taken PROFILE_AT seconds after the release, and from its own /metrics what its sessions and its API requests took
-meanwhile (WAITS: time a CPU profile does not show, such as the pod PATCH of every vGPU
-allocation, which the session waits for).
+updates (a watch, sorted by what changed), the scheduler's CPU seconds, the machine's busy cores split among the
+lab's processes, the benchmark and the rest (cpu_use: a rest well above zero is another load on the machine), CPU
+profiles (its --enable-pprof endpoint) taken PROFILE_AT seconds after the release, and from its own /metrics what its
+sessions and its API requests took meanwhile (WAITS: time a CPU profile does not show, such as the pod PATCH of every
+vGPU allocation, which the session waits for).
 """
 
 import concurrent.futures
 import json
 import os
 import re
+import resource
 import subprocess
 import threading
 import time
@@ -427,6 +429,50 @@ class Probe:
                 "profiles": sorted(self.profiles, key=lambda p: p["at_s"])}
 
 
+def machine_ticks():
+    """(busy, all) clock ticks of the machine's CPUs together since boot (/proc/stat): busy is all but idle and
+    iowait, so it holds steal, the time a hypervisor gave this machine's CPUs to another: CPU the lab did not get."""
+    with open("/proc/stat", encoding="ascii") as stat:
+        fields = [int(value) for value in stat.readline().split()[1:9]]
+    return fields[0] + fields[1] + fields[2] + sum(fields[5:8]), sum(fields)
+
+
+def own_cpu_seconds():
+    """User + system CPU seconds of this process (every thread: the pod creation, the watch that counts)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def cpu_sample(processes):
+    """What cpu_use compares: the time, the machine's ticks, this process's CPU and each named group of processes'
+    (None when one of its processes is gone: a group that restarted in the window has no figure)."""
+    groups = {}
+    for name, pids in processes.items():
+        seconds = [cpu_seconds(pid) for pid in pids]
+        groups[name] = None if None in seconds else sum(seconds)
+    return {"at": time.time(), "machine": machine_ticks(), "bench": own_cpu_seconds(), "groups": groups}
+
+
+def cpu_use(before, after, cpus):
+    """Cores used over the window between two cpu_samples: the machine's busy cores, each lab group's (largest
+    first), the benchmark's own, and what is left: "other", the cores that neither the lab nor the benchmark took
+    (another load on the machine, or kernel work charged to no process; a share small enough to be rounding shows as
+    0, never below). The lab shares the machine's cores with whatever else runs, so a window with other cores busy
+    measured a slower lab."""
+    seconds = after["at"] - before["at"]
+    if seconds <= 0:
+        raise ValueError("a CPU window must end after it starts (%r s)" % seconds)
+    busy, total = (a - b for a, b in zip(after["machine"], before["machine"]))
+    machine = cpus * busy / total if total else 0.0
+    lab = {name: (after["groups"][name] - start) / seconds for name, start in before["groups"].items()
+           if start is not None and after["groups"].get(name) is not None}
+    bench = (after["bench"] - before["bench"]) / seconds
+    return {"seconds": round(seconds, 1), "machine_cores": round(machine, 2), "bench_cores": round(bench, 2),
+            "lab_cores": {name: round(lab[name], 2) for name in sorted(lab, key=lambda n: (-lab[n], n))},
+            "lab_cores_total": round(sum(lab.values()), 2),
+            "other_cores": round(max(0.0, machine - sum(lab.values()) - bench), 2)}
+
+
 def profile_starts(deadline):
     """When the CPU profiles start: PROFILE_AT, each moved earlier so that it ends by the deadline (the counter of
     bound pods stops there, so a profile past it would show no bind). Starts that coincide are taken once."""
@@ -434,10 +480,11 @@ def profile_starts(deadline):
     return tuple(sorted({min(at, latest) for at in PROFILE_AT}))
 
 
-def throughput(api, core, count, limits, namespace, deadline=BIND_DEADLINE_S, probe=None):
+def throughput(api, core, count, limits, namespace, deadline=BIND_DEADLINE_S, probe=None, processes=None):
     """Create `count` pods asking for `limits` (8 threads), each naming one of count/GROUP_SIZE PodGroups of
     minMember 1 that do not exist yet; then create the PodGroups and time until Volcano has bound every pod, or
-    until `deadline` seconds. A probe sees the release and gives its figures at the end."""
+    until `deadline` seconds. A probe sees the release and gives its figures at the end; `processes` ({name: [pid]},
+    the lab's) has where the machine's CPU went over the same window measured (cpu_use)."""
     core.create_namespace({"metadata": {"name": namespace}})
     counter = BoundPods(api, namespace, count)
     counter.start()
@@ -459,6 +506,7 @@ def throughput(api, core, count, limits, namespace, deadline=BIND_DEADLINE_S, pr
         list(pool.map(create, range(count)))
     created = time.time() - started
     released = time.time()
+    window = cpu_sample(processes) if processes is not None else None
     if probe:
         probe.released(released, counter, deadline)
     for index in range(groups):
@@ -479,12 +527,16 @@ def throughput(api, core, count, limits, namespace, deadline=BIND_DEADLINE_S, pr
             time.sleep(0.5)
     finally:
         counter.done.set()
+    if window is not None:
+        window = cpu_use(window, cpu_sample(processes), os.cpu_count())
     span = seconds if seconds is not None else time.time() - released
     if not timeline or timeline[-1] != [round(span, 1), bound]:
         timeline.append([round(span, 1), bound])
     result = {"pods": count, "bound": bound, "create_seconds": round(created, 1), "all_bound": bound >= count,
               "bind_seconds": round(span, 1), "pods_per_s": round(bound / span, 2) if span else None,
               "deadline_s": deadline, "timeline": timeline, "nodes_used": counter.nodes_used()}
+    if window is not None:
+        result["cpu"] = window
     if probe:
         result.update(probe.result(span))
     return result
@@ -549,7 +601,7 @@ def one(out_work, count, variants, deadline, rounds=1, repeat_variants=DEFAULT_R
             raise RuntimeError("device_plugin and volcano converge on %d nodes failed: %s" % (count, recap))
         rerun, rc2, recap2 = lab.playbook("cluster.yml", inventory, tags="device_plugin,volcano")
         watcher.join(600)
-        plain = throughput(api, core, PODS_PER_NODE * count, PLAIN, "bench-b3-plain")
+        plain = throughput(api, core, PODS_PER_NODE * count, PLAIN, "bench-b3-plain", processes=lab.processes())
         clear(core, "bench-b3-plain")
         row = {"nodes": count, "gpus": 8 * count, "vgpus": 16 * count, "lab_up_s": round(lab.up_seconds, 1),
                "converge_s": round(converge, 1), "rerun_s": round(rerun, 1), "rerun_changed": recap2.get("changed"),
@@ -561,7 +613,8 @@ def one(out_work, count, variants, deadline, rounds=1, repeat_variants=DEFAULT_R
         again = [v for v in chosen if v["name"] in repeat_variants]
         for number in range(2, rounds + 1) if again else ():
             # Plain pods again just before, so that each round's ratio is of two binds minutes apart.
-            plain_again = throughput(api, core, PODS_PER_NODE * count, PLAIN, "bench-b3-plain")
+            plain_again = throughput(api, core, PODS_PER_NODE * count, PLAIN, "bench-b3-plain",
+                                     processes=lab.processes())
             clear(core, "bench-b3-plain")
             row.setdefault("repeats", []).append({"round": number, "plain": plain_again, "variants": [
                 bind_variant(lab, api, core, inventory, count, v, deadline, work / ("%s-round%d" % (v["name"], number)),
@@ -584,7 +637,7 @@ def bind_variant(lab, api, core, inventory, count, chosen, deadline, work, plain
     if rc != 0:
         raise RuntimeError("applying B3 variant %s on %d nodes failed: %s" % (chosen["name"], count, recap))
     vgpu = throughput(api, core, PODS_PER_NODE * count, VGPU, "bench-b3-vgpu", deadline=deadline,
-                      probe=Probe(lab, api, work))
+                      probe=Probe(lab, api, work), processes=lab.processes())
     settings = lab.settings()
     clear(core, "bench-b3-vgpu")
     result = {"variant": chosen["name"], "label": chosen["label"], "vars": chosen["vars"],

@@ -148,12 +148,19 @@ class Lab:
         from kubernetes import config  # pylint: disable=import-outside-toplevel
         return config.new_client_from_config(str(self.dir / "kubeconfig"))
 
+    def processes(self):
+        """{name: [pid]} of every lab process: the control plane and kwok as lab.py started them, then what the
+        lab's controller runs (Volcano's by name, the nodes' device managers and plugin containers by what they are)."""
+        state = json.loads((self.dir / "state.json").read_text())
+        found = {name: [pid] for name, pid in state["pids"].items()}
+        for name, child in controller.named_children(self.dir):
+            found.setdefault(name, []).append(child["pid"])
+        return found
+
     def rss_mib(self):
         """Resident memory of every lab process (control plane, kwok, controller, Volcano) together."""
-        state = json.loads((self.dir / "state.json").read_text())
-        pids = list(state["pids"].values()) + [c["pid"] for c in controller.children(self.dir)]
         total = 0
-        for pid in pids:
+        for pid in [pid for pids in self.processes().values() for pid in pids]:
             try:
                 total += int(next(line.split()[1] for line in open("/proc/%d/status" % pid, encoding="ascii")
                                   if line.startswith("VmRSS:")))

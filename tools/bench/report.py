@@ -426,6 +426,14 @@ def _cores(throughput):
     return "-" if value is None else "%.2f" % value
 
 
+def _machine(throughput):
+    """The machine's busy cores while the pods bound, with those neither the lab nor the benchmark took."""
+    cpu = throughput.get("cpu") if throughput else None
+    if not cpu:
+        return "-"
+    return "%.2f (%.2f)" % (cpu["machine_cores"], cpu["other_cores"])
+
+
 def _ratio(run):
     return "%.2f" % run["vgpu_to_plain"] if run.get("vgpu_to_plain") is not None else "-"
 
@@ -461,17 +469,18 @@ def b3_variant_table(rows, settings=False):
     nodes it looked for per pod (the settings sweeps, where a variant's name is relative to the build and the role's
     defaults of the day)."""
     runs = [(r, v) for r in rows for v in _b3_variants(r)]
-    # Runs before the nodes were counted leave the column out rather than fill it with dashes.
+    # Runs before the nodes (or the machine's CPU) were counted leave the column out rather than fill it with dashes.
     packing = any("nodes_used" in v["throughput"] for _r, v in runs)
+    machine = any("cpu" in v["throughput"] for _r, v in runs)
     return _table(
         ["nodes", "variant"] + (["patches", "nodes found per pod"] if settings else [])
         + ["vGPU pods bound", "vGPU binds/s", "vGPU / plain", "Node updates/s while binding "
-           "(by what changed)", "scheduler CPU (cores)"] + (["nodes holding them (fewest possible)"] if packing else [])
-        + ["applied in (s)"],
+           "(by what changed)", "scheduler CPU (cores)"] + (["machine CPU (cores; not the lab's)"] if machine else [])
+        + (["nodes holding them (fewest possible)"] if packing else []) + ["applied in (s)"],
         [[r["nodes"], v["variant"]] + ([_patch_label(_patches(v)), _sampling(v)] if settings else [])
          + [_bound(v["throughput"]), v["throughput"]["pods_per_s"], _ratio(v),
-            _updates(v["throughput"]), _cores(v["throughput"])] + ([_packing(r, v)] if packing else [])
-         + [v.get("apply_s", "-")] for r, v in runs])
+            _updates(v["throughput"]), _cores(v["throughput"])] + ([_machine(v["throughput"])] if machine else [])
+         + ([_packing(r, v)] if packing else []) + [v.get("apply_s", "-")] for r, v in runs])
 
 
 def _bound_during(profile, deadline):
@@ -545,16 +554,21 @@ def b3_rounds(data):
     repeated = [item for item in repeated if len(item[2]) > 1]
     if not repeated:
         return "Each variant bound once per fleet size in this run."
+    machine = any("cpu" in run["throughput"] for dummy, dummy2, rounds in repeated for dummy3, run in rounds)
     lines = [[nodes, name, len(rounds),
               ", ".join("%s" % plain["pods_per_s"] if plain else "-" for plain, dummy in rounds),
               ", ".join("%s" % run["throughput"]["pods_per_s"] for dummy, run in rounds),
               ", ".join("%.2f" % _plain_share(run) for dummy, run in rounds),
-              _spread([_plain_share(run) for dummy, run in rounds], "%.2f")] for nodes, name, rounds in repeated]
+              _spread([_plain_share(run) for dummy, run in rounds], "%.2f")]
+             + ([", ".join("%s / %s" % (_machine(plain), _machine(run["throughput"])) for plain, run in rounds)]
+                if machine else []) for nodes, name, rounds in repeated]
     return ("The variant %s bound again in rounds of its own, each after plain pods of its own on the same lab "
             "(`bench.py --b3-rounds %d`). Per round, round 1 first:\n\n%s" % (
                 " and ".join("**%s**" % name for name in sorted({name for dummy, name, dummy2 in repeated})),
                 data["rounds"], _table(["nodes", "variant", "rounds", "plain binds/s", "vGPU binds/s", "vGPU / plain",
-                                        "median (range)"], lines)))
+                                        "median (range)"]
+                                       + (["machine CPU, plain / vGPU (cores; not the lab's)"] if machine else []),
+                                       lines)))
 
 
 def b3_goals(data):

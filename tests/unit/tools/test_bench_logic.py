@@ -1,11 +1,15 @@
 """Table tests for the pure parts of the benchmarks: the packing bound (CP-SAT), traces, placement figures."""
 
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
 import b3_scale  # tools/bench, through the virtualenv's paths (make bootstrap)
+import common
 import packing
 import workload as tr
 
@@ -274,3 +278,69 @@ def test_b3_clear_does_not_retry_what_a_retry_cannot_fix():
     core = DroppingCore(b3_scale.client.exceptions.ApiException(status=403))
     with pytest.raises(b3_scale.client.exceptions.ApiException):
         b3_scale.clear(core, "bench-b3-plain")
+
+
+def sample(at, busy, idle, bench, **groups):
+    """A cpu_sample as /proc would give it: busy and idle ticks of the whole machine."""
+    return {"at": at, "machine": (busy, busy + idle), "bench": bench, "groups": groups}
+
+
+@pytest.mark.parametrize("before, after, cpus, expected", [
+    # 2 cores saturated for 4 s: the API server 1.5, the scheduler 0.25, the benchmark 0.2, the rest unaccounted.
+    (sample(100.0, 1000, 1000, 3.0, apiserver=50.0, scheduler=10.0),
+     sample(104.0, 1800, 1000, 3.8, apiserver=56.0, scheduler=11.0), 2,
+     {"seconds": 4.0, "machine_cores": 2.0, "bench_cores": 0.2, "lab_cores": {"apiserver": 1.5, "scheduler": 0.25},
+      "lab_cores_total": 1.75, "other_cores": 0.05}),
+    # Half the machine idle, all of it the lab's: nothing other; rounding below zero shows as 0.
+    (sample(0.0, 0, 0, 0.0, etcd=1.0), sample(2.0, 200, 200, 0.0, etcd=3.02), 2,
+     {"seconds": 2.0, "machine_cores": 1.0, "bench_cores": 0.0, "lab_cores": {"etcd": 1.01},
+      "lab_cores_total": 1.01, "other_cores": 0.0}),
+    # Another load: the lab and the benchmark took half of what was busy.
+    (sample(0.0, 0, 0, 0.0, kwok=0.0), sample(10.0, 400, 0, 2.0, kwok=8.0), 2,
+     {"seconds": 10.0, "machine_cores": 2.0, "bench_cores": 0.2, "lab_cores": {"kwok": 0.8},
+      "lab_cores_total": 0.8, "other_cores": 1.0}),
+    # A group that restarted in the window (None at either end) has no figure rather than a wrong one.
+    (sample(0.0, 0, 100, 0.0, scheduler=None, etcd=0.0), sample(1.0, 100, 200, 0.0, scheduler=5.0, etcd=0.5), 2,
+     {"seconds": 1.0, "machine_cores": 1.0, "bench_cores": 0.0, "lab_cores": {"etcd": 0.5},
+      "lab_cores_total": 0.5, "other_cores": 0.5}),
+    (sample(0.0, 0, 100, 0.0, etcd=0.0), sample(1.0, 100, 200, 0.0, etcd=None), 2,
+     {"seconds": 1.0, "machine_cores": 1.0, "bench_cores": 0.0, "lab_cores": {}, "lab_cores_total": 0.0,
+      "other_cores": 1.0}),
+])
+def test_cpu_use_splits_the_machines_busy_cores(before, after, cpus, expected):
+    assert b3_scale.cpu_use(before, after, cpus) == expected
+
+
+def test_cpu_use_lists_the_busiest_group_first():
+    found = b3_scale.cpu_use(sample(0.0, 0, 0, 0.0, a=0.0, b=0.0, c=0.0), sample(1.0, 10, 0, 0.0, a=0.1, b=0.3, c=0.2), 2)
+    assert list(found["lab_cores"]) == ["b", "c", "a"]
+
+
+def test_cpu_use_refuses_a_window_that_does_not_move_forward():
+    with pytest.raises(ValueError, match="must end after it starts"):
+        b3_scale.cpu_use(sample(5.0, 0, 0, 0.0), sample(5.0, 10, 10, 0.0), 2)
+
+
+def test_cpu_sample_reads_this_machine_and_marks_a_gone_process():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    found = b3_scale.cpu_sample({"me": [os.getpid()], "gone": [os.getpid(), proc.pid]})
+    busy, total = found["machine"]
+    assert 0 <= busy <= total
+    assert found["groups"]["me"] > 0 and found["groups"]["gone"] is None
+    assert found["bench"] > 0
+
+
+def test_lab_processes_name_the_control_plane_volcano_and_the_nodes_processes(tmp_path):
+    (tmp_path / "state.json").write_text(json.dumps({"pids": {"etcd": 1, "kube-apiserver": 2}}))
+    plugin = {"containers": {"vgpu": {"pid": 12, "started": 0}, "monitor": {"pid": None}}}
+    (tmp_path / "children.json").write_text(json.dumps({
+        "vc-scheduler": {"pid": 10, "build": "stock"}, "vc-webhook-manager": {"pid": 0},
+        "nodes": {"n1": {"devicemanager": {"pid": 11}, "pods": {"p": plugin}},
+                  "n2": {"devicemanager": {"pid": 13}, "pods": {"p": {"containers": {"vgpu": {"pid": 14}}}}},
+                  "n3": {}},
+        "plugin_monitors": {"n1": {"pid": 99}}}))
+    lab = common.Lab("unit")
+    lab.dir = tmp_path
+    assert lab.processes() == {"etcd": [1], "kube-apiserver": [2], "vc-scheduler": [10],
+                               "node devicemanager": [11, 13], "node vgpu": [12, 14]}

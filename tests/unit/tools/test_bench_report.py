@@ -626,3 +626,23 @@ def test_b3_waits_table_and_the_measured_patch_sentence():
                         "24.0 ms each.")
     assert report.b3_waits([b3_data(10000, 40.0, 100.0)])["b3_waits"].startswith("_No B3 run here recorded")
     assert report._patch_waits([b3_data(10000, 40.0, 100.0)]) == ""  # pylint: disable=protected-access
+
+
+def with_cpu(throughput, machine, other):
+    throughput["cpu"] = {"seconds": 10.0, "machine_cores": machine, "bench_cores": 0.1, "lab_cores": {},
+                         "lab_cores_total": machine - other - 0.1, "other_cores": other}
+    return throughput
+
+
+def test_b3_tables_give_the_machines_cores_where_the_run_measured_them():
+    data = with_rounds(b3_data(10000, 40.0, 100.0, (10000, 60.0)), 1000, [(100.0, 40.0, 10000)])
+    assert "machine CPU" not in report.b3(data)["b3_rounds"] + report.b3(data)["b3_variants"]
+    row = data["runs"][1]
+    with_cpu(row["plain"], 1.9, 0.0)
+    with_cpu(row["variants"][1]["throughput"], 1.95, 0.02)
+    with_cpu(row["repeats"][0]["variants"][0]["throughput"], 2.0, 0.85)   # another load on the machine
+    values = report.b3(data)
+    assert "| 0.60, 0.40 | 0.50 (0.40-0.60) | 1.90 (0.00) / 1.95 (0.02), - / 2.00 (0.85) |" in values["b3_rounds"], \
+        values["b3_rounds"]
+    assert "machine CPU (cores; not the lab's)" in values["b3_variants"]
+    assert "| 0.91 | 1.95 (0.02) |" in values["b3_variants"] and "| 0.91 | - |" in values["b3_variants"]

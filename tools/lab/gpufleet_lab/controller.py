@@ -70,13 +70,19 @@ class Controller:
         self.save()
 
 
+def named_children(lab_dir=LAB):
+    """[(name, {pid, started})] of every process the controller of the lab in `lab_dir` runs: Volcano's by their
+    names, each node's device manager and plugin containers as "node <what>" (the benchmarks add up a name's CPU)."""
+    state = read_json(lab_dir / "children.json")
+    found = [(name, c) for name, c in state.items() if name not in ("nodes", "plugin_monitors") and isinstance(c, dict)]
+    for node in state.get("nodes", {}).values():
+        found.append(("node devicemanager", node.get("devicemanager", {})))
+        for pod in node.get("pods", {}).values():
+            found.extend(("node %s" % name, c) for name, c in pod.get("containers", {}).items())
+    return [(name, c) for name, c in found if c.get("pid")]
+
+
 def children(lab_dir=LAB):
     """{pid, started} of every process the controller of the lab in `lab_dir` runs (read by `down`, `status`, the
     tests and the benchmarks)."""
-    state = read_json(lab_dir / "children.json")
-    found = [c for name, c in state.items() if name not in ("nodes", "plugin_monitors") and isinstance(c, dict)]
-    for node in state.get("nodes", {}).values():
-        found.append(node.get("devicemanager", {}))
-        for pod in node.get("pods", {}).values():
-            found.extend(pod.get("containers", {}).values())
-    return [c for c in found if c.get("pid")]
+    return [c for dummy, c in named_children(lab_dir)]
