@@ -472,10 +472,11 @@ def b3_variant_table(rows, settings=False):
     # Runs before the nodes (or the machine's CPU) were counted leave the column out rather than fill it with dashes.
     packing = any("nodes_used" in v["throughput"] for _r, v in runs)
     machine = any("cpu" in v["throughput"] for _r, v in runs)
+    busy = ["busy cores (not the lab's or the benchmark's)"] if machine else []
     return _table(
         ["nodes", "variant"] + (["patches", "nodes found per pod"] if settings else [])
         + ["vGPU pods bound", "vGPU binds/s", "vGPU / plain", "Node updates/s while binding "
-           "(by what changed)", "scheduler CPU (cores)"] + (["machine CPU (cores; not the lab's)"] if machine else [])
+           "(by what changed)", "scheduler CPU (cores)"] + busy
         + (["nodes holding them (fewest possible)"] if packing else []) + ["applied in (s)"],
         [[r["nodes"], v["variant"]] + ([_patch_label(_patches(v)), _sampling(v)] if settings else [])
          + [_bound(v["throughput"]), v["throughput"]["pods_per_s"], _ratio(v),
@@ -555,6 +556,7 @@ def b3_rounds(data):
     if not repeated:
         return "Each variant bound once per fleet size in this run."
     machine = any("cpu" in run["throughput"] for dummy, dummy2, rounds in repeated for dummy3, run in rounds)
+    busy = ["busy cores, plain / vGPU (not the lab's or the benchmark's)"] if machine else []
     lines = [[nodes, name, len(rounds),
               ", ".join("%s" % plain["pods_per_s"] if plain else "-" for plain, dummy in rounds),
               ", ".join("%s" % run["throughput"]["pods_per_s"] for dummy, run in rounds),
@@ -566,9 +568,7 @@ def b3_rounds(data):
             "(`bench.py --b3-rounds %d`). Per round, round 1 first:\n\n%s" % (
                 " and ".join("**%s**" % name for name in sorted({name for dummy, name, dummy2 in repeated})),
                 data["rounds"], _table(["nodes", "variant", "rounds", "plain binds/s", "vGPU binds/s", "vGPU / plain",
-                                        "median (range)"]
-                                       + (["machine CPU, plain / vGPU (cores; not the lab's)"] if machine else []),
-                                       lines)))
+                                        "median (range)"] + busy, lines)))
 
 
 def b3_goals(data):
