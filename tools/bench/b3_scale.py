@@ -454,8 +454,8 @@ def cpu_sample(processes):
 
 
 def cpu_use(before, after, cpus):
-    """Cores used over the window between two cpu_samples: the machine's busy cores, each lab group's (largest
-    first), the benchmark's own, and what is left: "other", the cores that neither the lab nor the benchmark took
+    """Cores used over the window between two cpu_samples: the machine's busy cores, each lab group's, the
+    benchmark's own, and what is left: "other", the cores that neither the lab nor the benchmark took
     (another load on the machine, or kernel work charged to no process; a share small enough to be rounding shows as
     0, never below). The lab shares the machine's cores with whatever else runs, so a window with other cores busy
     measured a slower lab."""
@@ -468,7 +468,7 @@ def cpu_use(before, after, cpus):
            if start is not None and after["groups"].get(name) is not None}
     bench = (after["bench"] - before["bench"]) / seconds
     return {"seconds": round(seconds, 1), "machine_cores": round(machine, 2), "bench_cores": round(bench, 2),
-            "lab_cores": {name: round(lab[name], 2) for name in sorted(lab, key=lambda n: (-lab[n], n))},
+            "lab_cores": {name: round(cores, 2) for name, cores in lab.items()},
             "lab_cores_total": round(sum(lab.values()), 2),
             "other_cores": round(max(0.0, machine - sum(lab.values()) - bench), 2)}
 
