@@ -58,8 +58,14 @@ def provenance(name, data):
         name, machine["date"], machine["cpus"], machine["cpu_model"], machine["memory_gib"])
     source = data.get("source")
     if source:
-        line += ", commit %s%s" % (source["commit"][:12], " with uncommitted changes to %s" % ", ".join(
-            source["changed_paths"]) if source["dirty"] else " (clean tree)")
+        line += ", commit %s" % source["commit"][:12]
+        if source["changed_paths"]:
+            line += " with uncommitted changes to %s" % ", ".join(source["changed_paths"])
+        if source.get("commit_at_write"):
+            line += (", HEAD at %s when the figures were written (commits made while it ran, not in the code it ran)"
+                     % source["commit_at_write"][:12])
+        if not source["dirty"]:
+            line += " (clean tree)"
     else:
         line += ", commit %s (whether the tree was clean was not recorded)" % machine.get("commit", "?")
     versions = data.get("versions")
@@ -434,6 +440,10 @@ def _machine(throughput):
     return "%.2f (%.2f)" % (cpu["machine_cores"], cpu["other_cores"])
 
 
+def _ms(value):
+    return "-" if value is None else "%.1f" % value
+
+
 def _ratio(run):
     return "%.2f" % run["vgpu_to_plain"] if run.get("vgpu_to_plain") is not None else "-"
 
@@ -556,14 +566,16 @@ def b3_rounds(data):
     if not repeated:
         return "Each variant bound once per fleet size in this run."
     machine = any("cpu" in run["throughput"] for dummy, dummy2, rounds in repeated for dummy3, run in rounds)
-    busy = ["busy cores, plain / vGPU (not the lab's or the benchmark's)"] if machine else []
+    busy = (["busy cores, plain / vGPU (not the lab's or the benchmark's)", "scheduler CPU per pod (ms), plain / vGPU"]
+            if machine else [])
     lines = [[nodes, name, len(rounds),
               ", ".join("%s" % plain["pods_per_s"] if plain else "-" for plain, dummy in rounds),
               ", ".join("%s" % run["throughput"]["pods_per_s"] for dummy, run in rounds),
               ", ".join("%.2f" % _plain_share(run) for dummy, run in rounds),
               _spread([_plain_share(run) for dummy, run in rounds], "%.2f")]
-             + ([", ".join("%s / %s" % (_machine(plain), _machine(run["throughput"])) for plain, run in rounds)]
-                if machine else []) for nodes, name, rounds in repeated]
+             + ([", ".join("%s / %s" % (_machine(plain), _machine(run["throughput"])) for plain, run in rounds),
+                 ", ".join("%s / %s" % (_ms(_cpu_per_pod(plain or {})), _ms(_cpu_per_pod(run["throughput"])))
+                           for plain, run in rounds)] if machine else []) for nodes, name, rounds in repeated]
     return ("The variant %s bound again in rounds of its own, each after plain pods of its own on the same lab "
             "(`bench.py --b3-rounds %d`). Per round, round 1 first:\n\n%s" % (
                 " and ".join("**%s**" % name for name in sorted({name for dummy, name, dummy2 in repeated})),
@@ -673,6 +685,48 @@ def _sweep_logging(sweeps):
     return data.get("_file", "the settings sweep"), (min(level[3]), max(level[3])), max(level[2])
 
 
+# How the page names the lab's processes in a sentence; others go by the name the lab gives them.
+PROCESS_NAMES = {"vc-scheduler": "Volcano's scheduler", "kube-apiserver": "the API server"}
+SATURATED = 0.95  # a share of the machine's cores busy that counts as all of them (sampling leaves a little idle)
+
+
+def _cpu_per_pod(throughput, process="vc-scheduler"):
+    """Milliseconds of a process's CPU per bound pod over a binding window, or None where it was not measured."""
+    cpu = throughput.get("cpu") or {}
+    cores = (cpu.get("lab_cores") or {}).get(process)
+    if cores is None or not throughput.get("bound"):
+        return None
+    return 1000.0 * cores * cpu["seconds"] / throughput["bound"]
+
+
+def _machine_split(cpu, top=4):
+    parts = sorted(cpu["lab_cores"].items(), key=lambda item: (-item[1], item[0]))[:top]
+    return "%.2f busy (%s; %.2f neither the lab's nor the benchmark's)" % (
+        cpu["machine_cores"], ", ".join("%s %.2f" % (PROCESS_NAMES.get(name, name), cores) for name, cores in parts),
+        cpu["other_cores"])
+
+
+def b3_machine(fixed, plain, nodes, cpus):
+    """Where the machine's cores went while the patched scheduler's vGPU pods and the plain pods bound on `nodes`,
+    and the scheduler's CPU per pod of each against the measured ratio: a sentence, or None for a run that did not
+    measure them. Only a machine busy on (nearly) every core in both windows caps the scheduler's share, so that
+    its CPU per pod is expected to set the ratio; the sentence says which case the run was."""
+    f = fixed["throughput"] if fixed else {}
+    mine, theirs = _cpu_per_pod(f), _cpu_per_pod(plain or {})
+    if mine is None or theirs is None or fixed.get("vgpu_to_plain") is None:
+        return None
+    full = min(f["cpu"]["machine_cores"], plain["cpu"]["machine_cores"]) >= SATURATED * cpus
+    return ("While the patched scheduler's pods bound on %d nodes, the machine's %d cores were %s; while the plain pods "
+            "bound, %s. Volcano's scheduler spent %.1f ms of CPU per vGPU pod and %.1f ms per plain pod, a ratio of "
+            "%.2f against the %.2f measured: %s." % (
+                nodes, cpus, _machine_split(f["cpu"]), _machine_split(plain["cpu"]), mine, theirs, theirs / mine,
+                fixed["vgpu_to_plain"],
+                "with every core busy in both, the scheduler had %.2f and %.2f cores, so its CPU per pod is what "
+                "remains between the two rates" % (f["cpu"]["lab_cores"]["vc-scheduler"],
+                                                   plain["cpu"]["lab_cores"]["vc-scheduler"]) if full else
+                "the machine had idle time in a window, so the scheduler's CPU is not all that set the rates"))
+
+
 def b3_causes(data, sweeps=None, waits=None):
     """Where the vGPU pods' time went, read from this run's variants and profiles on its largest fleet (and the
     settings sweep for the log level): the sentences of the page's cause section, every figure from the JSON."""
@@ -776,6 +830,9 @@ def b3_causes(data, sweeps=None, waits=None):
                 measured = _patch_waits(waits, _patches(fixed))
                 text += (" %s" % measured if measured else " This is read from the code, not measured here.")
             bullets.append(text)
+        machine = b3_machine(fixed, largest.get("plain"), nodes, data["machine"]["cpus"])
+        if machine:
+            bullets.append(machine)
     return "\n".join("- %s" % bullet for bullet in bullets)
 
 

@@ -642,7 +642,69 @@ def test_b3_tables_give_the_machines_cores_where_the_run_measured_them():
     with_cpu(row["variants"][1]["throughput"], 1.95, 0.02)
     with_cpu(row["repeats"][0]["variants"][0]["throughput"], 2.0, 0.85)   # another load on the machine
     values = report.b3(data)
-    assert "| 0.60, 0.40 | 0.50 (0.40-0.60) | 1.90 (0.00) / 1.95 (0.02), - / 2.00 (0.85) |" in values["b3_rounds"], \
-        values["b3_rounds"]
+    # No scheduler CPU in with_cpu's figures: the CPU per pod shows as a dash, not as 0.
+    assert "| 0.60, 0.40 | 0.50 (0.40-0.60) | 1.90 (0.00) / 1.95 (0.02), - / 2.00 (0.85) | - / -, - / - |" \
+        in values["b3_rounds"], values["b3_rounds"]
+    row["repeats"][0]["variants"][0]["throughput"]["cpu"]["lab_cores"]["vc-scheduler"] = 0.8   # 0.8 x 10 s / 10000
+    assert "| - / -, - / 0.8 |" in report.b3(data)["b3_rounds"]
     assert "busy cores (not the lab's or the benchmark's)" in values["b3_variants"]
     assert "| 0.91 | 1.95 (0.02) |" in values["b3_variants"] and "| 0.91 | - |" in values["b3_variants"]
+
+
+def timed(bound, seconds, machine, scheduler, other=0.0):
+    return {"bound": bound, "pods": bound, "cpu": {
+        "seconds": seconds, "machine_cores": machine, "bench_cores": 0.05, "other_cores": other,
+        "lab_cores": {"vc-scheduler": scheduler, "kube-apiserver": 0.7, "kwok": 0.2, "etcd": 0.1, "lab-controller": 0.01},
+        "lab_cores_total": scheduler + 1.01}}
+
+
+@pytest.mark.parametrize("vgpu, plain, ratio, needles", [
+    # Saturated in both windows: 0.7 cores for 60 s over 10,000 pods is 4.2 ms a pod; 0.7 for 40 s, 2.8 ms.
+    (timed(10000, 60.0, 2.0, 0.7), timed(10000, 40.0, 1.96, 0.7), 0.67,
+     ["2 cores were 2.00 busy (the API server 0.70, Volcano's scheduler 0.70, kwok 0.20, etcd 0.10; 0.00 neither",
+      "4.2 ms of CPU per vGPU pod and 2.8 ms per plain pod, a ratio of 0.67 against the 0.67 measured",
+      "the scheduler had 0.70 and 0.70 cores, so its CPU per pod is what remains"]),
+    # Idle time in a window: the sentence does not claim the CPU per pod explains the ratio.
+    (timed(1000, 4.0, 1.85, 0.5), timed(1000, 3.6, 1.69, 0.48), 0.85,
+     ["while the plain pods bound, 1.69 busy", "a ratio of 0.86 against the 0.85 measured",
+      "the machine had idle time in a window"]),
+])
+def test_b3_machine_reads_the_schedulers_cpu_per_pod(vgpu, plain, ratio, needles):
+    text = report.b3_machine({"throughput": vgpu, "vgpu_to_plain": ratio}, plain, 1000, 2)
+    for needle in needles:
+        assert needle in text, text
+
+
+@pytest.mark.parametrize("vgpu, plain", [
+    ({"bound": 10, "pods": 10}, timed(10, 1.0, 2.0, 0.5)),    # a JSON from before the machine's CPU was read
+    (timed(10, 1.0, 2.0, 0.5), None),                          # no plain baseline
+    (timed(0, 1.0, 2.0, 0.5), timed(10, 1.0, 2.0, 0.5)),       # nothing bound: no CPU per pod
+])
+def test_b3_machine_says_nothing_without_the_figures(vgpu, plain):
+    assert report.b3_machine({"throughput": vgpu, "vgpu_to_plain": 0.5}, plain, 1000, 2) is None
+
+
+def test_b3_causes_end_with_the_machine_where_the_run_measured_it():
+    data = b3_data(10000, 40.0, 100.0)
+    row = data["runs"][1]
+    row["plain"].update(timed(10000, 40.0, 2.0, 0.7))
+    row["variants"][1]["throughput"].update(timed(10000, 60.0, 2.0, 0.7))
+    causes = report.b3_causes(data)
+    assert causes.splitlines()[-1].startswith("- While the patched scheduler's pods bound on 1000 nodes"), causes
+    assert "While the patched" not in report.b3_causes(b3_data(10000, 40.0, 100.0))
+
+
+@pytest.mark.parametrize("source, shown", [
+    ({"commit": "a" * 40, "dirty": False, "changed_paths": []}, "commit aaaaaaaaaaaa (clean tree);"),
+    ({"commit": "a" * 40, "dirty": True, "changed_paths": ["roles/x.yml"]},
+     "commit aaaaaaaaaaaa with uncommitted changes to roles/x.yml;"),
+    # HEAD moved while it ran: the code it ran is the first commit's, and no path is listed as changed.
+    ({"commit": "a" * 40, "dirty": True, "changed_paths": [], "commit_at_write": "b" * 40},
+     "commit aaaaaaaaaaaa, HEAD at bbbbbbbbbbbb when the figures were written (commits made while it ran"),
+    ({"commit": "a" * 40, "dirty": True, "changed_paths": ["x"], "commit_at_write": "b" * 40},
+     "with uncommitted changes to x, HEAD at bbbbbbbbbbbb when"),
+])
+def test_provenance_says_what_the_run_ran(source, shown):
+    line = report.provenance("b3", {"machine": MACHINE, "source": source})
+    assert shown in line, line
+    assert "changes to ," not in line and "changes to ;" not in line
