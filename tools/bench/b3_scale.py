@@ -47,6 +47,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import common
 
 PODS_PER_NODE = 10
+SCHEDULER = "vc-scheduler"  # Volcano's scheduler among the lab's processes (Lab.processes)
 BIND_DEADLINE_S = 900   # a run stops this long after the release, with what it bound by then
 TIMELINE_STEP_S = 10
 PROFILE_AT = (30, 300)  # seconds after the release at which a CPU profile of the scheduler starts, while binding
@@ -379,19 +380,18 @@ def pprof_top(path):
 
 
 class Probe:
-    """What the scheduler received and did while the pods bound: Node updates, its CPU seconds, CPU profiles."""
+    """What the scheduler received and did while the pods bound: Node updates, its waits, CPU profiles (its CPU
+    seconds come with the machine's, from throughput's CPU window: scheduler_cpu)."""
 
     def __init__(self, lab, api, work):
         self.lab, self.api, self.work = lab, api, work
-        self.updates = self.pid = self.cpu = self.metrics_url = self.before = None
+        self.updates = self.metrics_url = self.before = None
         self.profiles, self.threads = [], []
 
     def released(self, released, counter, deadline):
         self.updates = NodeUpdates(self.api)
         self.updates.start()
         scheduler = self.lab.scheduler()
-        self.pid = scheduler.get("pid")
-        self.cpu = cpu_seconds(self.pid)
         self.metrics_url = scheduler.get("metrics_url")
         text = scrape(self.metrics_url) if self.metrics_url else None
         self.before = histogram_totals(text) if text else None
@@ -417,15 +417,11 @@ class Probe:
         self.profiles.append(record)
 
     def result(self, bind_seconds):
-        cpu = cpu_seconds(self.pid)
         text = scrape(self.metrics_url) if self.metrics_url and self.before is not None else None
         for thread in self.threads:
             thread.join(PROFILE_S + 90)
         return {"scheduler_waits": waits(self.before, histogram_totals(text), bind_seconds) if text else None,
                 "node_updates": self.updates.result() if self.updates else None,
-                "scheduler_cpu_s": round(cpu - self.cpu, 1) if cpu is not None and self.cpu is not None else None,
-                "scheduler_cpu_per_s": round((cpu - self.cpu) / bind_seconds, 2)
-                if cpu is not None and self.cpu is not None and bind_seconds else None,
                 "profiles": sorted(self.profiles, key=lambda p: p["at_s"])}
 
 
@@ -469,8 +465,15 @@ def cpu_use(before, after, cpus):
     bench = (after["bench"] - before["bench"]) / seconds
     return {"seconds": round(seconds, 1), "machine_cores": round(machine, 2), "bench_cores": round(bench, 2),
             "lab_cores": {name: round(cores, 2) for name, cores in lab.items()},
-            "lab_cores_total": round(sum(lab.values()), 2),
             "other_cores": round(max(0.0, machine - sum(lab.values()) - bench), 2)}
+
+
+def scheduler_cpu(window):
+    """The scheduler's CPU over a cpu_use window, in the fields the page's tables read (None where its process
+    restarted in the window)."""
+    cores = window["lab_cores"].get(SCHEDULER)
+    return {"scheduler_cpu_s": None if cores is None else round(cores * window["seconds"], 1),
+            "scheduler_cpu_per_s": cores}
 
 
 def profile_starts(deadline):
@@ -536,7 +539,7 @@ def throughput(api, core, count, limits, namespace, deadline=BIND_DEADLINE_S, pr
               "bind_seconds": round(span, 1), "pods_per_s": round(bound / span, 2) if span else None,
               "deadline_s": deadline, "timeline": timeline, "nodes_used": counter.nodes_used()}
     if window is not None:
-        result["cpu"] = window
+        result.update(scheduler_cpu(window), cpu=window)
     if probe:
         result.update(probe.result(span))
     return result

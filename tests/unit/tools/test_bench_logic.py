@@ -290,25 +290,30 @@ def sample(at, busy, idle, bench, **groups):
     (sample(100.0, 1000, 1000, 3.0, apiserver=50.0, scheduler=10.0),
      sample(104.0, 1800, 1000, 3.8, apiserver=56.0, scheduler=11.0), 2,
      {"seconds": 4.0, "machine_cores": 2.0, "bench_cores": 0.2, "lab_cores": {"apiserver": 1.5, "scheduler": 0.25},
-      "lab_cores_total": 1.75, "other_cores": 0.05}),
+      "other_cores": 0.05}),
     # Half the machine idle, all of it the lab's: nothing other; rounding below zero shows as 0.
     (sample(0.0, 0, 0, 0.0, etcd=1.0), sample(2.0, 200, 200, 0.0, etcd=3.02), 2,
-     {"seconds": 2.0, "machine_cores": 1.0, "bench_cores": 0.0, "lab_cores": {"etcd": 1.01},
-      "lab_cores_total": 1.01, "other_cores": 0.0}),
+     {"seconds": 2.0, "machine_cores": 1.0, "bench_cores": 0.0, "lab_cores": {"etcd": 1.01}, "other_cores": 0.0}),
     # Another load: the lab and the benchmark took half of what was busy.
     (sample(0.0, 0, 0, 0.0, kwok=0.0), sample(10.0, 400, 0, 2.0, kwok=8.0), 2,
-     {"seconds": 10.0, "machine_cores": 2.0, "bench_cores": 0.2, "lab_cores": {"kwok": 0.8},
-      "lab_cores_total": 0.8, "other_cores": 1.0}),
+     {"seconds": 10.0, "machine_cores": 2.0, "bench_cores": 0.2, "lab_cores": {"kwok": 0.8}, "other_cores": 1.0}),
     # A group that restarted in the window (None at either end) has no figure rather than a wrong one.
     (sample(0.0, 0, 100, 0.0, scheduler=None, etcd=0.0), sample(1.0, 100, 200, 0.0, scheduler=5.0, etcd=0.5), 2,
-     {"seconds": 1.0, "machine_cores": 1.0, "bench_cores": 0.0, "lab_cores": {"etcd": 0.5},
-      "lab_cores_total": 0.5, "other_cores": 0.5}),
+     {"seconds": 1.0, "machine_cores": 1.0, "bench_cores": 0.0, "lab_cores": {"etcd": 0.5}, "other_cores": 0.5}),
     (sample(0.0, 0, 100, 0.0, etcd=0.0), sample(1.0, 100, 200, 0.0, etcd=None), 2,
-     {"seconds": 1.0, "machine_cores": 1.0, "bench_cores": 0.0, "lab_cores": {}, "lab_cores_total": 0.0,
-      "other_cores": 1.0}),
+     {"seconds": 1.0, "machine_cores": 1.0, "bench_cores": 0.0, "lab_cores": {}, "other_cores": 1.0}),
 ])
 def test_cpu_use_splits_the_machines_busy_cores(before, after, cpus, expected):
     assert b3_scale.cpu_use(before, after, cpus) == expected
+
+
+@pytest.mark.parametrize("lab_cores, expected", [
+    ({"vc-scheduler": 0.68, "kube-apiserver": 0.7}, {"scheduler_cpu_s": 40.1, "scheduler_cpu_per_s": 0.68}),
+    ({"kube-apiserver": 0.7}, {"scheduler_cpu_s": None, "scheduler_cpu_per_s": None}),   # restarted in the window
+])
+def test_scheduler_cpu_is_the_windows_figure_for_volcanos_scheduler(lab_cores, expected):
+    window = {"seconds": 59.0, "machine_cores": 2.0, "bench_cores": 0.05, "lab_cores": lab_cores, "other_cores": 0.0}
+    assert b3_scale.scheduler_cpu(window) == expected
 
 
 def test_cpu_use_refuses_a_window_that_does_not_move_forward():

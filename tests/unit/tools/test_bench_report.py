@@ -630,7 +630,7 @@ def test_b3_waits_table_and_the_measured_patch_sentence():
 
 def with_cpu(throughput, machine, other):
     throughput["cpu"] = {"seconds": 10.0, "machine_cores": machine, "bench_cores": 0.1, "lab_cores": {},
-                         "lab_cores_total": machine - other - 0.1, "other_cores": other}
+                         "other_cores": other}
     return throughput
 
 
@@ -654,8 +654,8 @@ def test_b3_tables_give_the_machines_cores_where_the_run_measured_them():
 def timed(bound, seconds, machine, scheduler, other=0.0):
     return {"bound": bound, "pods": bound, "cpu": {
         "seconds": seconds, "machine_cores": machine, "bench_cores": 0.05, "other_cores": other,
-        "lab_cores": {"vc-scheduler": scheduler, "kube-apiserver": 0.7, "kwok": 0.2, "etcd": 0.1, "lab-controller": 0.01},
-        "lab_cores_total": scheduler + 1.01}}
+        "lab_cores": {"vc-scheduler": scheduler, "kube-apiserver": 0.7, "kwok": 0.2, "etcd": 0.1,
+                      "lab-controller": 0.01}}}
 
 
 @pytest.mark.parametrize("vgpu, plain, ratio, needles", [
